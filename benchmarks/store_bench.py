@@ -1,0 +1,198 @@
+"""Storage engine throughput, 1 KiB messages, one process.
+
+    .venv/bin/python benchmarks/store_bench.py [--messages N] [--json] [--profile NAME]
+
+Cases (issue #2 targets in brackets):
+- append-batch-async: batches of 32 through `put_messages`, async flush [>= 300,000 msgs/s]
+- append-single-async: one message per `put_message`, async flush (for reference)
+- sync-group-commit-16: 16 concurrent writers, one message each per call, sync flush
+  with group commit [>= 100,000 msgs/s]
+- sync-group-commit-16x32: 16 concurrent writers, batches of 32, sync flush
+- read-pages-32: `get_messages` pages of 32 over everything written [>= 1,000,000 msgs/s]
+- read-pages-32-tag-filter: the same with a tag filter that matches half
+
+Every loop is bounded by a message count and a time limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tidemq.common import properties as props
+from tidemq.store.api import GetStatus, MessageToStore
+from tidemq.store.config import FlushMode, StoreConfig
+from tidemq.store.file_store import FileMessageStore
+from tidemq.store.filters import TagFilter
+
+BODY = os.urandom(1024)
+TIME_LIMIT = 60.0
+QUEUES = 8
+
+
+def message(i: int) -> MessageToStore:
+    tags = "TagA" if i % 2 == 0 else "TagB"
+    return MessageToStore(
+        topic="BenchTopic",
+        queue_id=i % QUEUES,
+        body=BODY,
+        properties=props.encode_properties({props.TAGS: tags, props.UNIQ_KEY: f"U{i:012d}"}),
+    )
+
+
+def open_store(root: Path, mode: FlushMode) -> FileMessageStore:
+    store = FileMessageStore(StoreConfig(root=root, flush_mode=mode))
+    store.open()
+    return store
+
+
+def bench_append_batch(root: Path, count: int, batch: int = 32) -> float:
+    store = open_store(root, FlushMode.ASYNC)
+    batches = [[message(i + j) for j in range(batch)] for i in range(0, count, batch)]
+
+    async def run() -> float:
+        start = time.perf_counter()
+        deadline = start + TIME_LIMIT
+        done = 0
+        for items in batches:
+            result = await store.put_messages(items)
+            assert result.ok, result.remark
+            done += len(items)
+            if time.perf_counter() > deadline:
+                break
+        return done / (time.perf_counter() - start)
+
+    try:
+        return asyncio.run(run())
+    finally:
+        store.close()
+
+
+def bench_append_single(root: Path, count: int) -> float:
+    store = open_store(root, FlushMode.ASYNC)
+    items = [message(i) for i in range(count)]
+
+    async def run() -> float:
+        start = time.perf_counter()
+        for item in items:
+            result = await store.put_message(item)
+            assert result.ok
+        return count / (time.perf_counter() - start)
+
+    try:
+        return asyncio.run(run())
+    finally:
+        store.close()
+
+
+def bench_sync_group_commit(root: Path, count: int, writers: int = 16, batch: int = 1) -> float:
+    store = open_store(root, FlushMode.SYNC)
+
+    async def run() -> float:
+        per_writer = count // writers
+        start = time.perf_counter()
+        deadline = start + TIME_LIMIT
+
+        async def writer(w: int) -> None:
+            sent = 0
+            while sent < per_writer and time.perf_counter() < deadline:
+                items = [message(w * per_writer + sent + j) for j in range(batch)]
+                result = await store.put_messages(items)
+                assert result.ok, result.remark
+                sent += batch
+
+        async with asyncio.TaskGroup() as group:
+            for w in range(writers):
+                group.create_task(writer(w))
+        total = sum(store.max_offset("BenchTopic", q) for q in range(QUEUES))
+        return total / (time.perf_counter() - start)
+
+    try:
+        rate = asyncio.run(run())
+        print(f"  ({store.flush.flush_count} fsync rounds)", file=sys.stderr)
+        return rate
+    finally:
+        store.close()
+
+
+def bench_read(root: Path, count: int, tag_filter: bool = False) -> float:
+    store = open_store(root, FlushMode.ASYNC)
+    items = [message(i) for i in range(count)]
+    for i in range(0, count, 256):
+        assert store.append(items[i : i + 256]).ok
+    message_filter = TagFilter.from_expression("TagA") if tag_filter else None
+    try:
+        start = time.perf_counter()
+        read = 0
+        for queue_id in range(QUEUES):
+            offset = 0
+            while True:
+                got = store.get_messages(
+                    "bench", "BenchTopic", queue_id, offset, 32, message_filter
+                )
+                if got.status is not GetStatus.FOUND:
+                    break
+                read += got.message_count
+                offset = got.next_begin_offset
+        elapsed = time.perf_counter() - start
+        expected = count // 2 if tag_filter else count
+        assert read == expected, (read, expected)
+        return read / elapsed
+    finally:
+        store.close()
+
+
+CASES: dict[str, Callable[[Path, int], float]] = {
+    "append-batch-async": bench_append_batch,
+    "append-single-async": bench_append_single,
+    "sync-group-commit-16": lambda root, n: bench_sync_group_commit(root, n // 4),
+    "sync-group-commit-16x32": lambda root, n: bench_sync_group_commit(root, n, batch=32),
+    "read-pages-32": bench_read,
+    "read-pages-32-tag-filter": lambda root, n: bench_read(root, n, tag_filter=True),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=300_000)
+    parser.add_argument("--dir", type=Path, default=None, help="Where to put the stores.")
+    parser.add_argument("--only", action="append", choices=sorted(CASES))
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--profile", choices=sorted(CASES), help="Profile one case.")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="tidemq-bench-", dir=args.dir))
+    results: dict[str, int] = {}
+    try:
+        for name in args.only or list(CASES):
+            root = work / name
+            print(f"{name} ...", file=sys.stderr)
+            if args.profile == name:
+                profiler = cProfile.Profile()
+                rate = profiler.runcall(CASES[name], root, args.messages)
+                pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(15)
+            else:
+                rate = CASES[name](root, args.messages)
+            results[name] = round(rate)
+            shutil.rmtree(root, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        width = max(map(len, results))
+        for name, rate in results.items():
+            print(f"{name:<{width}}  {rate:>12,} msgs/s")
+
+
+if __name__ == "__main__":
+    main()

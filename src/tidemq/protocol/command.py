@@ -1,0 +1,404 @@
+"""RemotingCommand: the request/response object inside every frame.
+
+A frame's header is encoded one of two ways, chosen by the frame's serialize
+type; a response is always written the way its request was.
+
+JSON (serialize type 0, what ali-ons and most clients speak): one UTF-8 JSON
+object with the keys ``code`` (int), ``language`` (name, e.g. ``"JAVA"``),
+``version`` (int), ``opaque`` (int, the request id a response echoes), ``flag``
+(int: bit 0 = response, bit 1 = oneway), ``remark`` (string, left out when
+None) and ``extFields`` (object). Java also sends ``serializeTypeCurrentRPC``,
+which is accepted and ignored on input and never written. extFields values may
+arrive as JSON strings, numbers or booleans and are turned into strings the
+way Java's fastjson would (booleans become ``"true"``/``"false"``, null
+entries are dropped); nested values are rejected. Headers nesting deeper than
+MAX_JSON_DEPTH are refused before the JSON parser sees them.
+
+ROCKETMQ binary (serialize type 1), all integers big-endian::
+
+    offset  size  field
+    0       2     code (int16)
+    2       1     language (LanguageCode ordinal)
+    3       2     version (int16)
+    5       4     opaque (int32)
+    9       4     flag (int32)
+    13      4     remarkLength (int32), then remark (UTF-8; length 0 = no remark)
+    ..      4     extLength (int32), then extLength bytes of entries, each:
+                  keyLength (int16), key (UTF-8), valueLength (int32), value (UTF-8)
+
+The ext entries must fill extLength exactly and end the header. A language
+byte this code does not know decodes as ``"OTHER"`` (Java would give null),
+and a language name without a byte encodes as OTHER (7). Java decodes empty
+ext values as null; here they stay empty strings. An empty remark encodes as
+length 0 and so decodes as None.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Any
+
+from .codes import LanguageCode, SerializeType
+from .errors import ProtocolError
+from .frame import MAX_FRAME_SIZE, BytesLike, Frame, FrameDecoder, encode_frame
+
+RESPONSE_FLAG = 0b01
+"""Flag bit 0: the command is a response (Java ``RPC_TYPE``)."""
+ONEWAY_FLAG = 0b10
+"""Flag bit 1: the request expects no response (Java ``RPC_ONEWAY``)."""
+
+DEFAULT_LANGUAGE = "JAVA"
+DEFAULT_VERSION = 407
+"""Java ``MQVersion.Version.V4_9_7.ordinal()``: the protocol level tidemq speaks."""
+
+MAX_JSON_DEPTH = 32
+
+_INT16_MIN, _INT16_MAX = -(2**15), 2**15 - 1
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+_BINARY_FIXED = struct.Struct(">hBhii")
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_LANGUAGE_NAMES = tuple(member.name for member in LanguageCode)
+_LANGUAGE_CODES = {member.name: int(member) for member in LanguageCode}
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    """One request or response; ``ext_fields`` carries the typed header (see headers.py)."""
+
+    code: int
+    language: str = DEFAULT_LANGUAGE
+    version: int = DEFAULT_VERSION
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RESPONSE_FLAG)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & ONEWAY_FLAG)
+
+    @classmethod
+    def request(
+        cls,
+        code: int,
+        ext_fields: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        *,
+        opaque: int = 0,
+        oneway: bool = False,
+        serialize_type: SerializeType = SerializeType.JSON,
+    ) -> RemotingCommand:
+        """A request; the caller (a connection) owns opaque allocation."""
+        return cls(
+            code=code,
+            opaque=opaque,
+            flag=ONEWAY_FLAG if oneway else 0,
+            ext_fields=dict(ext_fields) if ext_fields else {},
+            body=body,
+            serialize_type=serialize_type,
+        )
+
+    @classmethod
+    def response_to(
+        cls,
+        request: RemotingCommand,
+        code: int,
+        remark: str | None = None,
+        ext_fields: Mapping[str, str] | None = None,
+        body: bytes = b"",
+    ) -> RemotingCommand:
+        """The response to ``request``: same opaque, response bit set, same header encoding."""
+        return cls(
+            code=code,
+            opaque=request.opaque,
+            flag=RESPONSE_FLAG,
+            remark=remark,
+            ext_fields=dict(ext_fields) if ext_fields else {},
+            body=body,
+            serialize_type=request.serialize_type,
+        )
+
+    def encode(self) -> bytes:
+        """The whole frame, ready to write to the stream."""
+        if self.serialize_type == SerializeType.ROCKETMQ:
+            header = _encode_binary_header(self)
+        else:
+            header = _encode_json_header(self)
+        return encode_frame(self.serialize_type, header, self.body)
+
+
+def decode_command(frame: Frame) -> RemotingCommand:
+    """Decode a frame's header; raise ProtocolError for anything malformed."""
+    if frame.serialize_type == SerializeType.JSON:
+        command = _decode_json_header(frame.header)
+        command.serialize_type = SerializeType.JSON
+    elif frame.serialize_type == SerializeType.ROCKETMQ:
+        command = _decode_binary_header(frame.header)
+        command.serialize_type = SerializeType.ROCKETMQ
+    else:
+        raise ProtocolError(f"unknown serialize type {frame.serialize_type}")
+    command.body = frame.body
+    return command
+
+
+class CommandDecoder:
+    """A FrameDecoder that also decodes each frame's header; fails for good like it."""
+
+    __slots__ = ("_failure", "_frames")
+
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+        self._frames = FrameDecoder(max_frame_size)
+        self._failure: str | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as part of a command."""
+        return self._frames.buffered
+
+    def feed(self, data: BytesLike) -> list[RemotingCommand]:
+        """Add received bytes; return every command they complete, in stream order."""
+        if self._failure is not None:
+            raise ProtocolError(f"command decoder already failed: {self._failure}")
+        try:
+            return [decode_command(frame) for frame in self._frames.feed(data)]
+        except ProtocolError as exc:
+            self._failure = str(exc)
+            raise
+
+
+# --- JSON headers -------------------------------------------------------------
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]+|\\.?)*+"?', re.DOTALL)
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_DEPTH_STEP = tuple({0x5B: 1, 0x7B: 1, 0x5D: -1, 0x7D: -1}.get(byte, 0) for byte in range(256))
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _encode_json_header(command: RemotingCommand) -> bytes:
+    header: dict[str, Any] = {
+        "code": _checked_int("code", command.code, _INT32_MIN, _INT32_MAX),
+        "language": command.language,
+        "version": _checked_int("version", command.version, _INT32_MIN, _INT32_MAX),
+        "opaque": _checked_int("opaque", command.opaque, _INT32_MIN, _INT32_MAX),
+        "flag": _checked_int("flag", command.flag, _INT32_MIN, _INT32_MAX),
+    }
+    if command.remark is not None:
+        header["remark"] = command.remark
+    header["extFields"] = command.ext_fields
+    # ASCII output escapes anything odd (even lone surrogates), so it cannot fail.
+    return json.dumps(header, separators=(",", ":")).encode("ascii")
+
+
+def _decode_json_header(header: bytes) -> RemotingCommand:
+    _reject_deep_nesting(header)
+    try:
+        text = header.decode("utf-8")
+        document = json.loads(text, parse_constant=_reject_json_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError(f"header is not valid JSON: {_short(str(exc))}") from None
+    if type(document) is not dict:
+        raise ProtocolError(f"JSON header must be an object, got {type(document).__name__}")
+    if document.get("code") is None:
+        raise ProtocolError("JSON header has no 'code'")
+    command = RemotingCommand(
+        code=_json_int(document, "code", 0),
+        language=_json_str(document, "language", DEFAULT_LANGUAGE),
+        version=_json_int(document, "version", 0),
+        opaque=_json_int(document, "opaque", 0),
+        flag=_json_int(document, "flag", 0),
+        remark=_json_optional_str(document, "remark"),
+        ext_fields=_json_ext_fields(document.get("extFields")),
+    )
+    if _SURROGATE_ESCAPE.search(header):
+        _reject_lone_surrogates(command)
+    return command
+
+
+def _reject_deep_nesting(header: bytes) -> None:
+    """Refuse headers nesting deeper than MAX_JSON_DEPTH, in linear time, before parsing."""
+    if header.count(b"[") + header.count(b"{") <= MAX_JSON_DEPTH:
+        return
+    # Drop string literals (an unterminated one runs to the end), keep only the
+    # brackets and track the running depth; json.loads judges the rest.
+    brackets = _JSON_STRING.sub(b"", header).translate(None, _NOT_BRACKETS)
+    depth = max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0)
+    if depth > MAX_JSON_DEPTH:
+        raise ProtocolError(f"JSON header nests deeper than {MAX_JSON_DEPTH} levels")
+
+
+def _reject_json_constant(name: str) -> None:
+    raise ProtocolError(f"JSON constant {name} is not allowed")
+
+
+def _json_int(document: dict[str, Any], key: str, default: int) -> int:
+    value = document.get(key)
+    if value is None:
+        return default
+    if type(value) is not int:
+        raise ProtocolError(f"JSON header '{key}' must be an integer, got {_short(repr(value))}")
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise ProtocolError(f"JSON header '{key}' {value} does not fit in 32 bits")
+    return value
+
+
+def _json_str(document: dict[str, Any], key: str, default: str) -> str:
+    value = _json_optional_str(document, key)
+    return default if value is None else value
+
+
+def _json_optional_str(document: dict[str, Any], key: str) -> str | None:
+    value = document.get(key)
+    if value is not None and type(value) is not str:
+        raise ProtocolError(f"JSON header '{key}' must be a string, got {_short(repr(value))}")
+    return value
+
+
+def _json_ext_fields(raw: object) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if type(raw) is not dict:
+        raise ProtocolError(f"JSON header 'extFields' must be an object, got {type(raw).__name__}")
+    ext_fields: dict[str, str] = {}
+    for key, value in raw.items():
+        kind = type(value)
+        if kind is str:
+            ext_fields[key] = value
+        elif kind is bool:
+            ext_fields[key] = "true" if value else "false"
+        elif kind is int or kind is float:
+            ext_fields[key] = str(value)
+        elif value is not None:
+            raise ProtocolError(f"extFields '{_short(key)}' holds a {kind.__name__}")
+    return ext_fields
+
+
+def _reject_lone_surrogates(command: RemotingCommand) -> None:
+    # JSON may spell an unpaired surrogate (\ud800); such text cannot be UTF-8
+    # encoded again, so it is refused here instead of failing deep inside the broker.
+    texts = [command.language, command.remark or ""]
+    texts.extend(command.ext_fields)
+    texts.extend(command.ext_fields.values())
+    for text in texts:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ProtocolError("JSON header contains an unpaired surrogate") from None
+
+
+# --- ROCKETMQ binary headers --------------------------------------------------
+
+
+def _encode_binary_header(command: RemotingCommand) -> bytes:
+    language = _LANGUAGE_CODES.get(command.language, LanguageCode.OTHER)
+    parts = [
+        _BINARY_FIXED.pack(
+            _checked_int("code", command.code, _INT16_MIN, _INT16_MAX),
+            language,
+            _checked_int("version", command.version, _INT16_MIN, _INT16_MAX),
+            _checked_int("opaque", command.opaque, _INT32_MIN, _INT32_MAX),
+            _checked_int("flag", command.flag, _INT32_MIN, _INT32_MAX),
+        )
+    ]
+    remark = _utf8("remark", command.remark or "")
+    parts += (_INT32.pack(len(remark)), remark)
+    ext_parts: list[bytes] = []
+    for key, value in command.ext_fields.items():
+        key_bytes = _utf8("extFields key", key)
+        if len(key_bytes) > _INT16_MAX:
+            raise ProtocolError(f"extFields key of {len(key_bytes)} bytes exceeds {_INT16_MAX}")
+        value_bytes = _utf8("extFields value", value)
+        ext_parts += (_INT16.pack(len(key_bytes)), key_bytes, _INT32.pack(len(value_bytes)))
+        ext_parts.append(value_bytes)
+    ext = b"".join(ext_parts)
+    parts += (_INT32.pack(len(ext)), ext)
+    return b"".join(parts)
+
+
+def _decode_binary_header(header: bytes) -> RemotingCommand:
+    end = len(header)
+    if end < _BINARY_FIXED.size + 8:
+        raise ProtocolError(f"binary header of {end} bytes is too short")
+    code, language, version, opaque, flag = _BINARY_FIXED.unpack_from(header, 0)
+    position = _BINARY_FIXED.size
+    remark_length = _read_length(header, position, _INT32, end - position - 8, "remark")
+    position += 4
+    remark = _utf8_text(header, position, remark_length, "remark") if remark_length else None
+    position += remark_length
+    ext_length = _read_length(header, position, _INT32, end - position - 4, "extFields")
+    position += 4
+    if ext_length != end - position:
+        raise ProtocolError(
+            f"extFields length {ext_length} does not match the {end - position} bytes left"
+        )
+    return RemotingCommand(
+        code=code,
+        language=_LANGUAGE_NAMES[language] if language < len(_LANGUAGE_NAMES) else "OTHER",
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=_decode_binary_ext(header, position, end),
+    )
+
+
+def _decode_binary_ext(header: bytes, position: int, end: int) -> dict[str, str]:
+    ext_fields: dict[str, str] = {}
+    while position < end:
+        if end - position < 6:
+            raise ProtocolError("truncated extFields entry")
+        key_length = _read_length(header, position, _INT16, end - position - 6, "extFields key")
+        position += 2
+        key = _utf8_text(header, position, key_length, "extFields key")
+        position += key_length
+        value_length = _read_length(header, position, _INT32, end - position - 4, "extFields value")
+        position += 4
+        ext_fields[key] = _utf8_text(header, position, value_length, "extFields value")
+        position += value_length
+    return ext_fields
+
+
+def _read_length(header: bytes, position: int, fmt: struct.Struct, room: int, what: str) -> int:
+    (length,) = fmt.unpack_from(header, position)
+    if length < 0 or length > room:
+        raise ProtocolError(f"{what} length {length} does not fit the header")
+    return int(length)
+
+
+def _utf8_text(header: bytes, position: int, length: int, what: str) -> str:
+    try:
+        return header[position : position + length].decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError(f"{what} is not valid UTF-8") from None
+
+
+# --- shared helpers -----------------------------------------------------------
+
+
+def _utf8(what: str, text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProtocolError(f"{what} cannot be encoded as UTF-8") from None
+
+
+def _checked_int(what: str, value: int, low: int, high: int) -> int:
+    if not low <= value <= high:
+        raise ProtocolError(f"{what} {value} does not fit in [{low}, {high}]")
+    return value
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,646 @@
+"""The file store: commitlog + consumequeues + index on disk.
+
+Shape of a write: validate, encode and append to the commitlog (one write per
+file for a batch), dispatch at once in the same thread (consumequeue entry,
+index entries, arrival listeners for long polling), then in sync-flush mode
+wait for the group commit. Dispatch reads nothing back: the append already
+knows every field. After a crash the same dispatch requests are rebuilt by
+scanning the commitlog from the checkpoint.
+
+Reads are synchronous slices of the mapped files. Retention runs on the
+caller's thread (`run_retention`), never concurrently with reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from tidemq.common import properties as props
+from tidemq.common.clock import SYSTEM_CLOCK, Clock
+from tidemq.common.properties import decode_properties
+from tidemq.protocol.errors import ProtocolError
+from tidemq.protocol.message_codec import peek_header, peek_topic_and_properties
+from tidemq.store.api import (
+    ArrivalListener,
+    BatchPutResult,
+    DispatchRequest,
+    GetResult,
+    GetStatus,
+    MessageFilter,
+    MessageToStore,
+    PutResult,
+    PutStatus,
+    QueryResult,
+)
+from tidemq.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+from tidemq.store.commitlog import CommitLog
+from tidemq.store.config import FlushMode, StoreConfig
+from tidemq.store.consumequeue import BLANK_SIZE, ENTRY, ConsumeQueue
+from tidemq.store.filters import make_tags_code_rule
+from tidemq.store.flush import FlushService
+from tidemq.store.fs import REAL_FS, FileSystem
+from tidemq.store.index import IndexService
+from tidemq.store.reads import classify_offset
+from tidemq.store.recovery import RecoveryReport
+from tidemq.store.retention import CommitLogFile, RetentionPolicy, select_files_to_delete
+from tidemq.store.validation import validate_batch
+
+log = logging.getLogger(__name__)
+
+QueueKey = tuple[str, int]
+
+
+class StoreClosedError(RuntimeError):
+    pass
+
+
+class FileMessageStore:
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        fs: FileSystem = REAL_FS,
+        clock: Clock = SYSTEM_CLOCK,
+        disk_usage: Callable[[Path], float] | None = None,
+    ) -> None:
+        config.validate()
+        self.config = config
+        self.fs = fs
+        self.clock = clock
+        self._disk_usage = disk_usage or _disk_used_ratio
+        self._tags_code_rule = make_tags_code_rule(config.delay_levels)
+        self.commitlog = CommitLog(
+            config.commitlog_dir,
+            config.commitlog_file_size,
+            fs,
+            config.store_host,
+            config.store_port,
+            self._tags_code_rule,
+        )
+        self.index = IndexService(
+            config.index_dir,
+            fs,
+            clock,
+            max_hash_slots=config.index_max_hash_slots,
+            max_index_count=config.index_max_count,
+        )
+        self.consume_queues: dict[QueueKey, ConsumeQueue] = {}
+        self._listeners: list[ArrivalListener] = []
+        self._dispatched_offset = 0
+        self.recovery_report: RecoveryReport | None = None
+        self.flush = FlushService(
+            sync_mode=config.flush_mode is FlushMode.SYNC,
+            flush_commitlog=self.commitlog.log.flush,
+            flush_derived=self._flush_derived,
+            commitlog_interval_ms=config.flush_interval_commitlog_ms,
+            derived_interval_ms=config.flush_interval_consumequeue_ms,
+        )
+        self._open = False
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def open(self) -> RecoveryReport:
+        """Load files, recover (after a crash: verify and repair), start flushing."""
+        root = self.config.root
+        root.mkdir(parents=True, exist_ok=True)
+        clean = not self.config.abort_path.exists()
+        self.config.abort_path.touch()
+        self.fs.sync_dir(root)
+        self.commitlog.log.load()
+        self._load_queues()
+        checkpoint = read_checkpoint(self.config.checkpoint_path)
+        report = self._recover(clean, checkpoint)
+        self.recovery_report = report
+        if report.dropped_anything:
+            log.warning("store recovery dropped data: %s", report.summary())
+        else:
+            log.info("store recovered: %s", report.summary())
+        self._flush_derived()
+        self.flush.flushed_offset = self.commitlog.max_offset
+        self.flush.start()
+        self._open = True
+        return report
+
+    def close(self) -> None:
+        """Flush everything, write the checkpoint, mark the shutdown clean."""
+        if self._closed or not self._open:
+            return
+        self._closed = True
+        self.flush.stop()
+        failed = self.flush.failed
+        for queue in self.consume_queues.values():
+            queue.close()
+        self.index.close()
+        self.commitlog.close()
+        if failed is None:
+            self.config.abort_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> FileMessageStore:
+        if not self._open:
+            self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- recovery -----------------------------------------------------------
+
+    def _load_queues(self) -> None:
+        base = self.config.consumequeue_dir
+        if not base.exists():
+            return
+        for topic_dir in sorted(base.iterdir()):
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if not queue_dir.name.isdigit():
+                    continue
+                queue = self._new_queue(topic_dir.name, int(queue_dir.name))
+                queue.load()
+
+    def _recover(self, clean: bool, checkpoint: Checkpoint | None) -> RecoveryReport:
+        report = RecoveryReport(clean_shutdown=clean, checkpoint=checkpoint)
+        log_files = self.commitlog.log
+        start = log_files.min_offset
+        if checkpoint is not None:
+            start = max(start, min(checkpoint.safe_offset, checkpoint.commitlog_offset))
+        if log_files.last is not None:
+            start = min(start, log_files.last.start_offset + log_files.file_size)
+        index_checkpoint = checkpoint.index_offset if checkpoint is not None else 0
+        rebuild_from = self.index.load(clean and checkpoint is not None, index_checkpoint)
+        if rebuild_from is not None:
+            report.index_rebuilt_from = rebuild_from
+            report.index_files_dropped = 1
+            start = max(log_files.min_offset, min(start, rebuild_from))
+        report.scanned_from = start
+        # Pass 1: find where valid data ends.
+        end = self._scan_valid_end(start, report, trust_queues=checkpoint is not None)
+        report.commitlog_end = end
+        report.truncated_bytes = log_files.set_end(end)
+        self.index.truncate_after(end)
+        for (topic, queue_id), queue in self.consume_queues.items():
+            dropped = queue.recover(end)
+            if dropped:
+                report.consumequeue_dropped[f"{topic}/{queue_id}"] = dropped
+        # Pass 2: re-dispatch what the derived structures may have missed.
+        for _, dispatch, _ in self.commitlog.scan(start):
+            if dispatch is not None and self._dispatch(dispatch, notify=False):
+                report.redispatched += 1
+        log_files.set_end(end)
+        for (topic, queue_id), queue in self.consume_queues.items():
+            self.commitlog.queue_offsets[(topic, queue_id)] = queue.max_offset
+            queue.correct_min_offset(log_files.min_offset)
+        self._dispatched_offset = end
+        return report
+
+    def _scan_valid_end(self, start: int, report: RecoveryReport, *, trust_queues: bool) -> int:
+        """The end of valid records from `start`. Besides magic, sizes and body
+        CRC, each record's queue offset must continue its queue: a damaged
+        header must never overwrite a durable consumequeue entry."""
+        ends = {key: queue.scan_end_entry() for key, queue in self.consume_queues.items()}
+        expected: dict[QueueKey, int] = {}
+        for offset, dispatch, queue_offset in self.commitlog.scan(start):
+            if dispatch is not None:
+                key = (dispatch.topic, dispatch.queue_id)
+                want = expected.get(key)
+                if want is not None and queue_offset != want:
+                    problem: str | None = f"queue offset {queue_offset}, expected {want}"
+                elif want is None and trust_queues:
+                    problem = self._first_offset_problem(key, queue_offset, offset, start, ends)
+                else:
+                    problem = None
+                if problem is not None:
+                    report.stop_reason = f"record at {offset} of {key[0]}/{key[1]}: {problem}"
+                    return offset
+                expected[key] = queue_offset + 1
+            report.records_scanned += 1
+        report.stop_reason = self.commitlog.scan_stop_reason
+        return self.commitlog.scan_end
+
+    def _first_offset_problem(
+        self, key: QueueKey, queue_offset: int, physical: int, start: int, ends: dict[QueueKey, int]
+    ) -> str | None:
+        """Entries for records below the checkpoint are durable, so the first
+        record after it must fit them: no jump past the queue's end, no
+        disagreement with a durable entry, no going back before its predecessor."""
+        queue = self.consume_queues.get(key)
+        if queue is None or not queue.log.files:
+            return None
+        end = ends[key]
+        if queue_offset > end:
+            return f"queue offset {queue_offset} jumps past the consumequeue end {end}"
+        here = queue.raw_entry(queue_offset) if queue_offset < end else None
+        if here is not None and here[0] < start and here[1] != BLANK_SIZE and here[0] != physical:
+            return f"queue offset {queue_offset} belongs to the record at {here[0]}"
+        before = queue.raw_entry(queue_offset - 1) if 0 < queue_offset <= end else None
+        if before is not None and 0 < before[1] < BLANK_SIZE and before[0] >= physical:
+            return f"queue offset {queue_offset} comes after the record at {before[0]}"
+        return None
+
+    # -- writing ------------------------------------------------------------
+
+    async def put_message(self, message: MessageToStore) -> PutResult:
+        batch = await self.put_messages([message])
+        if batch.results:
+            return batch.results[0]
+        return PutResult(batch.status, remark=batch.remark)
+
+    async def put_messages(self, messages: Sequence[MessageToStore]) -> BatchPutResult:
+        result = self.append(messages)
+        if not result.ok or self.flush.sync_mode is False:
+            return result
+        end = result.results[-1].physical_offset + result.results[-1].size
+        timeout = self.config.sync_flush_timeout_ms / 1000
+        try:
+            durable = await asyncio.wait_for(self.flush.wait_async(end), timeout)
+        except TimeoutError:
+            durable = False
+        if durable:
+            return result
+        return _with_status(result, PutStatus.FLUSH_DISK_TIMEOUT, "flush to disk timed out")
+
+    def put_messages_blocking(self, messages: Sequence[MessageToStore]) -> BatchPutResult:
+        """The same as `put_messages` for callers without an event loop."""
+        result = self.append(messages)
+        if not result.ok or not self.flush.sync_mode:
+            return result
+        end = result.results[-1].physical_offset + result.results[-1].size
+        if self.flush.wait_blocking(end, self.config.sync_flush_timeout_ms / 1000):
+            return result
+        return _with_status(result, PutStatus.FLUSH_DISK_TIMEOUT, "flush to disk timed out")
+
+    def append(self, messages: Sequence[MessageToStore]) -> BatchPutResult:
+        """Write and dispatch without waiting for durability."""
+        if not self._open or self._closed:
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not open")
+        if self.flush.failed is not None:
+            return BatchPutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE, remark=f"disk flush failed: {self.flush.failed}"
+            )
+        problem = validate_batch(messages, self.config)
+        if problem is not None:
+            return BatchPutResult(problem[0], remark=problem[1])
+        now = self.clock.now_ms()
+        appended = self.commitlog.append(messages, now)
+        results = []
+        for item in appended:
+            if item.dispatch is not None:
+                self._dispatch(item.dispatch, notify=True)
+            results.append(
+                PutResult(
+                    PutStatus.PUT_OK,
+                    physical_offset=item.physical_offset,
+                    size=item.size,
+                    queue_offset=item.queue_offset,
+                    store_timestamp=now,
+                    msg_id=item.msg_id,
+                )
+            )
+        self._dispatched_offset = self.commitlog.max_offset
+        return BatchPutResult(PutStatus.PUT_OK, tuple(results))
+
+    def _dispatch(self, request: DispatchRequest, *, notify: bool) -> bool:
+        key = (request.topic, request.queue_id)
+        queue = self.consume_queues.get(key)
+        if queue is None:
+            queue = self._new_queue(request.topic, request.queue_id)
+        written = queue.put(
+            request.commitlog_offset, request.size, request.tags_code, request.queue_offset
+        )
+        if self.config.index_enabled:
+            self.index.build(request)
+        if notify:
+            for listener in self._listeners:
+                listener(request)
+        return written
+
+    def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        directory = self.config.consumequeue_dir / topic / str(queue_id)
+        queue = ConsumeQueue(
+            topic, queue_id, directory, self.fs, self.config.consumequeue_entries_per_file
+        )
+        self.consume_queues[(topic, queue_id)] = queue
+        return queue
+
+    def _flush_derived(self) -> None:
+        """Sync consumequeues and index, then record how far they are durable.
+
+        The offset is taken before syncing and capped by the commitlog's
+        flushed offset, so the checkpoint never claims more than is on disk.
+        """
+        dispatched = min(self._dispatched_offset, self.commitlog.log.flush())
+        for queue in list(self.consume_queues.values()):
+            queue.flush()
+        self.index.flush()
+        write_checkpoint(
+            self.config.checkpoint_path,
+            Checkpoint(
+                commitlog_offset=dispatched,
+                consumequeue_offset=dispatched,
+                index_offset=dispatched,
+                timestamp_ms=self.clock.now_ms(),
+            ),
+        )
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        self._listeners.append(listener)
+
+    # -- reading ------------------------------------------------------------
+
+    def get_messages(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        message_filter: MessageFilter | None = None,
+        max_bytes: int | None = None,
+    ) -> GetResult:
+        queue = self.consume_queues.get((topic, queue_id))
+        if queue is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset, max_offset = queue.min_offset, queue.max_offset
+        finished = classify_offset(offset, min_offset, max_offset)
+        if finished is not None:
+            return finished
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
+        self._collect(queue, offset, max_nums, message_filter, max_bytes, result)
+        return result
+
+    def _collect(
+        self,
+        queue: ConsumeQueue,
+        offset: int,
+        max_nums: int,
+        message_filter: MessageFilter | None,
+        max_bytes: int | None,
+        result: GetResult,
+    ) -> None:
+        """Fill `result` from `offset`, the hot loop of every pull."""
+        byte_budget = max_bytes if max_bytes is not None else self.config.max_transfer_bytes
+        scan_left = max(self.config.max_scan_entries, max_nums)
+        commitlog_min = self.commitlog.min_offset
+        files = self.commitlog.log.files
+        file_size = self.commitlog.log.file_size
+        first_start = files[0].start_offset if files else 0
+        buffers, queue_offsets, physicals = (
+            result.buffers,
+            result.queue_offsets,
+            result.physical_offsets,
+        )
+        tags_check = message_filter.matches_tags_code if message_filter is not None else None
+        props_check = (
+            message_filter.matches_properties
+            if message_filter is not None and message_filter.needs_properties
+            else None
+        )
+        total = 0
+        removed = False
+        next_offset = offset
+        while scan_left > 0 and len(buffers) < max_nums:
+            view = queue.entries_view(next_offset, scan_left)
+            if view is None:
+                break
+            stop = False
+            for physical, size, tags in ENTRY.iter_unpack(view):
+                if size == BLANK_SIZE:
+                    next_offset += 1
+                    scan_left -= 1
+                    continue
+                if physical < commitlog_min:
+                    removed = True
+                    next_offset += 1
+                    scan_left -= 1
+                    continue
+                if tags_check is not None and not tags_check(tags):
+                    next_offset += 1
+                    scan_left -= 1
+                    continue
+                mapped = files[(physical - first_start) // file_size]
+                record = mapped.file.view(physical - mapped.start_offset, size)
+                if props_check is not None and not props_check(_record_properties(record)):
+                    next_offset += 1
+                    scan_left -= 1
+                    continue
+                if buffers and total + size > byte_budget:
+                    stop = True
+                    break
+                buffers.append(record)
+                queue_offsets.append(next_offset)
+                physicals.append(physical)
+                total += size
+                next_offset += 1
+                scan_left -= 1
+                if len(buffers) >= max_nums or scan_left <= 0:
+                    stop = True
+                    break
+            if stop:
+                break
+        result.next_begin_offset = next_offset
+        if buffers:
+            result.status = GetStatus.FOUND
+        elif removed:
+            result.status = GetStatus.MESSAGE_WAS_REMOVING
+
+    def read_by_physical_offset(self, physical_offset: int) -> memoryview | None:
+        return self.commitlog.record_at(physical_offset)
+
+    def query_by_key(
+        self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int | None = None
+    ) -> QueryResult:
+        end = end_ms if end_ms is not None else 2**62
+        offsets = self.index.query(topic, key, max_num * 2 + 8, begin_ms, end)
+
+        def keyed(properties: dict[str, str]) -> bool:
+            return key in properties.get(props.KEYS, "").split(" ") or (
+                properties.get(props.UNIQ_KEY) == key
+            )
+
+        return self._verified(offsets, topic, keyed, max_num)
+
+    def query_by_unique_key(self, topic: str, unique_key: str) -> QueryResult:
+        offsets = self.index.query(topic, unique_key, 32, 0, 2**62)
+        return self._verified(
+            offsets, topic, lambda p: p.get(props.UNIQ_KEY) == unique_key, max_num=32
+        )
+
+    def _verified(
+        self,
+        offsets: list[int],
+        topic: str,
+        wanted: Callable[[dict[str, str]], bool],
+        max_num: int,
+    ) -> QueryResult:
+        """Index hits checked against the records (hashes collide, data ages out)."""
+        buffers: list[memoryview | bytes] = []
+        found: list[int] = []
+        for physical in offsets:
+            record = self.commitlog.record_at(physical)
+            if record is None:
+                continue
+            try:
+                record_topic, raw = peek_topic_and_properties(record, 0)
+            except ProtocolError:
+                continue
+            if record_topic == topic and wanted(decode_properties(raw)):
+                buffers.append(record)
+                found.append(physical)
+                if len(found) >= max_num:
+                    break
+        return QueryResult(
+            buffers,
+            found,
+            index_last_update_timestamp=self.index.last_update_timestamp,
+            index_last_update_phy_offset=self.index.last_update_phy_offset,
+        )
+
+    def query_by_time(self, topic: str, begin_ms: int, end_ms: int, max_num: int) -> QueryResult:
+        """Messages of `topic` stored in [begin_ms, end_ms], oldest first per queue."""
+        buffers: list[memoryview | bytes] = []
+        found: list[int] = []
+        for (queue_topic, queue_id), queue in sorted(self.consume_queues.items()):
+            if queue_topic != topic:
+                continue
+            start = self.offset_by_time(topic, queue_id, begin_ms)
+            for _, physical, size, _ in queue.iter_entries(start):
+                record = self.commitlog.view(physical, size)
+                if record is None:
+                    continue
+                if peek_header(record, 0).store_timestamp > end_ms:
+                    break
+                buffers.append(record)
+                found.append(physical)
+                if len(found) >= max_num:
+                    return QueryResult(buffers, found)
+        return QueryResult(buffers, found)
+
+    def _store_time_at(self, queue: ConsumeQueue, queue_offset: int) -> int:
+        entry = queue.entry(queue_offset)
+        if entry is None:
+            return -1
+        record = self.commitlog.view(entry[0], entry[1])
+        if record is None:
+            return -1
+        return peek_header(record, 0).store_timestamp
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset stored at or after `timestamp_ms`, else the max offset."""
+        queue = self.consume_queues.get((topic, queue_id))
+        if queue is None:
+            return 0
+        low, high = queue.min_offset, queue.max_offset
+        while low < high:
+            middle = (low + high) // 2
+            stored = self._store_time_at(queue, middle)
+            if stored < 0 or stored < timestamp_ms:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        queue = self.consume_queues.get((topic, queue_id))
+        return 0 if queue is None else queue.min_offset
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        queue = self.consume_queues.get((topic, queue_id))
+        return 0 if queue is None else queue.max_offset
+
+    def store_time(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        queue = self.consume_queues.get((topic, queue_id))
+        return -1 if queue is None else self._store_time_at(queue, queue_offset)
+
+    def earliest_message_time(self) -> int:
+        """Store time of the oldest record still on disk, -1 when there is none."""
+        record = self.commitlog.record_at(self.commitlog.min_offset)
+        return -1 if record is None else peek_header(record, 0).store_timestamp
+
+    def queues(self) -> dict[str, list[int]]:
+        table: dict[str, list[int]] = {}
+        for topic, queue_id in sorted(self.consume_queues):
+            table.setdefault(topic, []).append(queue_id)
+        return table
+
+    def delete_topics(self, topics: Sequence[str]) -> None:
+        doomed = set(topics)
+        for key in [k for k in self.consume_queues if k[0] in doomed]:
+            queue = self.consume_queues.pop(key)
+            queue.destroy()
+            self.commitlog.queue_offsets.pop(key, None)
+        for topic in doomed:
+            directory = self.config.consumequeue_dir / topic
+            if directory.exists():
+                shutil.rmtree(directory, ignore_errors=True)
+
+    # -- retention ----------------------------------------------------------
+
+    def run_retention(self, *, force: bool = False) -> list[Path]:
+        """Delete expired commitlog files (and what points into them) when it
+        is the configured hour or the disk is fuller than the limit."""
+        now_ms = self.clock.now_ms()
+        policy = RetentionPolicy(
+            reserved_ms=int(self.config.file_reserved_hours * 3_600_000),
+            delete_hours=self.config.delete_hours,
+            disk_max_used_ratio=self.config.disk_max_used_ratio,
+            disk_force_clean_ratio=self.config.disk_force_clean_ratio,
+            max_files_per_run=self.config.delete_files_per_run,
+        )
+        files = [
+            CommitLogFile(m.start_offset, _mtime_ms(m.file.path)) for m in self.commitlog.log.files
+        ]
+        hour = datetime.fromtimestamp(now_ms / 1000).hour
+        count = select_files_to_delete(
+            files,
+            now_ms,
+            policy,
+            hour=hour,
+            disk_ratio=self._disk_usage(self.config.root),
+            manual=force,
+        )
+        removed: list[Path] = []
+        for _ in range(count):
+            path = self.commitlog.log.delete_first()
+            if path is None:
+                break
+            removed.append(path)
+        if removed:
+            commitlog_min = self.commitlog.min_offset
+            for queue in self.consume_queues.values():
+                removed.extend(queue.delete_expired(commitlog_min))
+            removed.extend(self.index.delete_files_before(commitlog_min))
+            log.info("retention deleted %d files", len(removed))
+        return removed
+
+
+def _with_status(result: BatchPutResult, status: PutStatus, remark: str) -> BatchPutResult:
+    results = tuple(
+        PutResult(
+            status, r.physical_offset, r.size, r.queue_offset, r.store_timestamp, r.msg_id, remark
+        )
+        for r in result.results
+    )
+    return BatchPutResult(status, results, remark)
+
+
+def _record_properties(record: memoryview) -> dict[str, str] | None:
+    try:
+        return decode_properties(peek_topic_and_properties(record, 0)[1])
+    except ProtocolError:
+        return None
+
+
+def _mtime_ms(path: Path) -> int:
+    try:
+        return int(path.stat().st_mtime * 1000)
+    except FileNotFoundError:
+        return 0
+
+
+def _disk_used_ratio(path: Path) -> float:
+    usage = shutil.disk_usage(path)
+    return usage.used / usage.total if usage.total else 0.0

@@ -1,0 +1,685 @@
+"""RocketMQ's index files: a hash index from `topic#key` to commitlog offsets.
+
+Every stored message is indexed under its unique key (UNIQ_KEY) and each
+space-separated key of its KEYS property, so that messages can be found by key
+within a store-time range. Files are named by their creation time
+(`yyyyMMddHHmmssSSS`, local time) and hold this layout, big-endian throughout:
+
+| bytes (E = 40 + 4*slots + 20*n) | field |
+|---------|-------|
+| 0-7     | beginTimestamp (int64): store time of the first entry, ms |
+| 8-15    | endTimestamp (int64): latest store time of any entry, ms |
+| 16-23   | beginPhyOffset (int64): commitlog offset of the first entry |
+| 24-31   | endPhyOffset (int64): commitlog offset of the last entry |
+| 32-35   | hashSlotCount (int32): slots in use |
+| 36-39   | indexCount (int32): next entry number; starts at 1 |
+| 40+4*s  | slot `s` (int32): newest entry hashed to it, 0 = none |
+| E+0-3   | entry `n` keyHash (int32): abs(Java hashCode), 0 if abs overflows |
+| E+4-11  | entry `n` phyOffset (int64) |
+| E+12-15 | entry `n` timeDiff (int32): whole seconds after beginTimestamp |
+| E+16-19 | entry `n` prevIndex (int32): the slot's previous newest entry |
+
+Entry 0 is never used, so a file of `max_index_count` entries holds one
+fewer. A key's slot is `keyHash % slots`; its entries form a chain from the
+slot through `prevIndex`, newest first. Store times come back at whole-second
+precision (`beginTimestamp + timeDiff * 1000`).
+
+Durability: the header (all but beginTimestamp, written once with the first
+entry) is rewritten after each message's entries, so one sync makes entries
+and header durable together, and a header on disk never counts entries that
+were not written before it. After a crash, files that may hold entries past
+the index checkpoint are deleted and rebuilt by re-dispatch; slots of the
+newest surviving file are checked, since they may point at lost entries.
+
+As in RocketMQ, rolled-back transaction messages are not indexed (prepared
+ones are, under the half topic they are stored in). Deviations from RocketMQ,
+all for safe recovery: a message's keys never straddle two files (unless they
+outnumber a file's capacity); `build` skips offsets up to and including the
+last indexed one, so re-dispatch adds nothing; endTimestamp is the maximum
+store time rather than the last one; a crash is judged by the checkpoint's
+commitlog offset rather than its timestamp.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import re
+import struct
+import sys
+import threading
+import time
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidemq.common import sysflag
+from tidemq.common.clock import Clock
+from tidemq.common.hashing import java_string_hash
+from tidemq.store.api import DispatchRequest
+from tidemq.store.fs import FileSystem, MmapFile, StoreFile
+
+log = logging.getLogger(__name__)
+
+HEADER = struct.Struct(">qqqqii")
+HEADER_SIZE = HEADER.size
+HEADER_TAIL = struct.Struct(">qqqii")
+"""The header without beginTimestamp, which is written once with the first entry:
+later header writes cannot damage it, even torn."""
+HEADER_TAIL_POS = 8
+BEGIN_TIMESTAMP = struct.Struct(">q")
+SLOT = struct.Struct(">i")
+SLOT_SIZE = SLOT.size
+ENTRY = struct.Struct(">iqii")
+ENTRY_SIZE = ENTRY.size
+ENTRY_WORDS = ENTRY_SIZE // 4
+CHUNK_ENTRIES = 1 << 16
+
+NO_ENTRY = 0
+FIRST_ENTRY = 1
+INT32_MAX = 0x7FFF_FFFF
+KEY_SEPARATOR = " "
+FILE_NAME = re.compile(r"\d{17}")
+
+SKIPPED_TRANSACTION_TYPES = frozenset({sysflag.TRANSACTION_ROLLBACK_TYPE})
+"""RocketMQ's IndexService skips only rolled-back messages (prepared half
+messages are indexed, under the half topic they are stored in)."""
+
+_java_hash: Callable[[str], int] = getattr(java_string_hash, "__wrapped__", java_string_hash)
+"""The hash without its cache: unique keys never repeat and would only evict
+the tags that cache exists for."""
+
+
+def index_key_hash(topic: str, key: str) -> int:
+    """RocketMQ's keyHash of `topic#key`: abs of Java's hashCode, 0 when abs overflows."""
+    positive = abs(_java_hash(f"{topic}#{key}"))
+    return 0 if positive > INT32_MAX else positive
+
+
+def file_size(max_hash_slots: int, max_index_count: int) -> int:
+    return HEADER_SIZE + max_hash_slots * SLOT_SIZE + max_index_count * ENTRY_SIZE
+
+
+def file_name_for(now_ms: int) -> str:
+    """`yyyyMMddHHmmssSSS` in local time, as RocketMQ names index files."""
+    seconds, millis = divmod(now_ms, 1000)
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(seconds)) + f"{millis:03d}"
+
+
+def _big_endian_words(data: bytes | memoryview) -> array[int]:
+    """int32 words of big-endian `data`, for scanning many slots or entries at C speed."""
+    words = array("i")
+    words.frombytes(data)
+    if sys.byteorder == "little":
+        words.byteswap()
+    return words
+
+
+def _words_to_bytes(words: array[int]) -> bytes:
+    copy = array("i", words)
+    if sys.byteorder == "little":
+        copy.byteswap()
+    return copy.tobytes()
+
+
+@dataclass(slots=True)
+class Header:
+    begin_timestamp: int = 0
+    end_timestamp: int = 0
+    begin_phy_offset: int = 0
+    end_phy_offset: int = 0
+    hash_slot_count: int = 0
+    index_count: int = FIRST_ENTRY
+
+
+class IndexFile:
+    """One index file: the header mirrored in memory, slots and entries in the file."""
+
+    __slots__ = (
+        "_direct",
+        "_entries_pos",
+        "_view",
+        "capacity",
+        "header",
+        "needs_dir_sync",
+        "slot_count",
+        "store",
+        "unsynced",
+    )
+
+    def __init__(self, store: StoreFile, slot_count: int, capacity: int) -> None:
+        self.store = store
+        self.slot_count = slot_count
+        self.capacity = capacity
+        self.header = Header()
+        self._entries_pos = HEADER_SIZE + slot_count * SLOT_SIZE
+        self._view = store.view(0, store.size)
+        # Pack straight into a shared mapping (puts are the hot path); other
+        # files, the fault-injecting ones included, see every write via `write`.
+        self._direct = isinstance(store, MmapFile)
+        self.unsynced = False
+        self.needs_dir_sync = False
+
+    def read_header(self) -> None:
+        self.header = Header(*HEADER.unpack_from(self._view, 0))
+
+    @property
+    def path(self) -> Path:
+        return self.store.path
+
+    @property
+    def is_empty(self) -> bool:
+        return self.header.index_count <= FIRST_ENTRY
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.header.index_count
+
+    # -- writing ------------------------------------------------------------
+
+    def put(self, key_hash: int, phy_offset: int, store_timestamp: int) -> None:
+        """Append one entry at the head of its slot's chain; the caller then
+        writes the header (once per message) and checks `free` beforehand."""
+        header = self.header
+        number = header.index_count
+        if number == FIRST_ENTRY:
+            # Written once: later (possibly torn) header writes skip it.
+            header.begin_timestamp = store_timestamp
+            header.begin_phy_offset = phy_offset
+            self._pack(0, BEGIN_TIMESTAMP, store_timestamp)
+        slot_pos = HEADER_SIZE + (key_hash % self.slot_count) * SLOT_SIZE
+        head = SLOT.unpack_from(self._view, slot_pos)[0]
+        if head <= NO_ENTRY or head >= number:
+            head = NO_ENTRY
+            header.hash_slot_count += 1
+        diff = (store_timestamp - header.begin_timestamp) // 1000
+        diff = 0 if diff < 0 else INT32_MAX if diff > INT32_MAX else diff
+        entry_pos = self._entries_pos + number * ENTRY_SIZE
+        if self._direct:
+            ENTRY.pack_into(self._view, entry_pos, key_hash, phy_offset, diff, head)
+            SLOT.pack_into(self._view, slot_pos, number)
+        else:
+            self.store.write(entry_pos, ENTRY.pack(key_hash, phy_offset, diff, head))
+            self.store.write(slot_pos, SLOT.pack(number))
+        header.index_count = number + 1
+        header.end_phy_offset = phy_offset
+        if store_timestamp > header.end_timestamp:
+            header.end_timestamp = store_timestamp
+
+    def write_header(self) -> None:
+        """Write every header field but beginTimestamp (see `put`)."""
+        h = self.header
+        self._pack(
+            HEADER_TAIL_POS,
+            HEADER_TAIL,
+            h.end_timestamp,
+            h.begin_phy_offset,
+            h.end_phy_offset,
+            h.hash_slot_count,
+            h.index_count,
+        )
+        self.unsynced = True
+
+    def _pack(self, pos: int, layout: struct.Struct, *values: int) -> None:
+        if self._direct:
+            layout.pack_into(self._view, pos, *values)
+        else:
+            self.store.write(pos, layout.pack(*values))
+
+    # -- reading ------------------------------------------------------------
+
+    def entry(self, number: int) -> tuple[int, int, int, int]:
+        """(keyHash, phyOffset, timeDiff, prevIndex) of entry `number`."""
+        fields: tuple[int, int, int, int] = ENTRY.unpack_from(
+            self._view, self._entries_pos + number * ENTRY_SIZE
+        )
+        return fields
+
+    def slot_head(self, key_hash: int) -> int:
+        head: int = SLOT.unpack_from(
+            self._view, HEADER_SIZE + (key_hash % self.slot_count) * SLOT_SIZE
+        )[0]
+        return head
+
+    def overlaps(self, begin_ms: int, end_ms: int) -> bool:
+        h = self.header
+        return begin_ms <= h.end_timestamp and end_ms >= h.begin_timestamp
+
+    def collect(
+        self,
+        key_hash: int,
+        begin_ms: int,
+        end_ms: int,
+        max_num: int,
+        found: list[int],
+        seen: set[int],
+    ) -> None:
+        """Walk the key's chain newest first, adding matching offsets not seen yet.
+
+        The walk stops at an entry older than `begin_ms` (store times grow
+        along the commitlog) and at any link that does not point to an older
+        entry, so a damaged chain cannot loop.
+        """
+        count = self.header.index_count
+        begin_timestamp = self.header.begin_timestamp
+        number = self.slot_head(key_hash)
+        while NO_ENTRY < number < count and len(found) < max_num:
+            entry_hash, phy_offset, diff, prev = self.entry(number)
+            if diff < 0:
+                break
+            stored_ms = begin_timestamp + diff * 1000
+            if (
+                entry_hash == key_hash
+                and begin_ms <= stored_ms <= end_ms
+                and phy_offset not in seen
+            ):
+                seen.add(phy_offset)
+                found.append(phy_offset)
+            if stored_ms < begin_ms or prev >= number:
+                break
+            number = prev
+
+    # -- recovery -----------------------------------------------------------
+
+    def consistency_problem(self) -> str | None:
+        """Why this header cannot be trusted, or None: counts in range, offsets
+        ordered, and the first and last entries agree with the header."""
+        h = self.header
+        if not FIRST_ENTRY < h.index_count <= self.capacity:
+            return f"indexCount {h.index_count} outside (1, {self.capacity}]"
+        if h.hash_slot_count < 0:
+            return f"hashSlotCount {h.hash_slot_count} negative"
+        if not 0 <= h.begin_phy_offset <= h.end_phy_offset:
+            return f"phy offsets {h.begin_phy_offset}..{h.end_phy_offset} out of order"
+        if h.begin_timestamp > h.end_timestamp:
+            return f"timestamps {h.begin_timestamp}..{h.end_timestamp} out of order"
+        if self.entry(FIRST_ENTRY)[1] != h.begin_phy_offset:
+            return "first entry disagrees with beginPhyOffset"
+        if self.entry(h.index_count - 1)[1] != h.end_phy_offset:
+            return "last entry disagrees with endPhyOffset"
+        return None
+
+    def _slot_words(self) -> array[int]:
+        return _big_endian_words(self._view[HEADER_SIZE : self._entries_pos])
+
+    def _entry_chunks(self, count: int) -> Iterator[tuple[int, array[int]]]:
+        """(first entry number, int32 words) for entries below `count`, a
+        chunk at a time: a full default file has 400 MB of entries."""
+        for first in range(0, count, CHUNK_ENTRIES):
+            last = min(count, first + CHUNK_ENTRIES)
+            start = self._entries_pos + first * ENTRY_SIZE
+            end = self._entries_pos + last * ENTRY_SIZE
+            yield first, _big_endian_words(self._view[start:end])
+
+    def _max_time_diff(self, count: int) -> int:
+        """The largest timeDiff below `count` (entry 0, unused, reads as 0)."""
+        return max(max(words[3::ENTRY_WORDS]) for _, words in self._entry_chunks(count))
+
+    def repair_after_crash(self) -> bool:
+        """Undo writes that outlived the header after a crash; True if any.
+
+        Slots are rewritten without the header, so a slot may point at an
+        entry the header does not count (lost or torn). Every slot must name
+        an entry below indexCount whose hash belongs to it; if one does not,
+        all slot heads are rebuilt from the counted entries, which are durable.
+        endTimestamp is likewise checked against the entries' times.
+        """
+        count = self.header.index_count
+        repaired = False
+        if not self._slots_agree(count):
+            self._rebuild_slots(count)
+            repaired = True
+        if self._fix_end_timestamp(self._max_time_diff(count)):
+            repaired = True
+        if repaired:
+            self.write_header()
+        return repaired
+
+    def _slots_agree(self, count: int) -> bool:
+        slots = self._slot_words()
+        if min(slots) < NO_ENTRY or max(slots) >= count:
+            return False
+        unpack, view, base = SLOT.unpack_from, self._view, self._entries_pos
+        modulus = self.slot_count
+        for slot, number in enumerate(slots):
+            if number and unpack(view, base + number * ENTRY_SIZE)[0] % modulus != slot:
+                return False
+        return True
+
+    def _rebuild_slots(self, count: int) -> None:
+        """Point each slot at its newest entry (entry 0 reads as hash 0 and
+        sets slot 0 to 0, which any real entry of slot 0 then overrides)."""
+        modulus = self.slot_count
+        heads = array("i", bytes(modulus * SLOT_SIZE))
+        for first, words in self._entry_chunks(count):
+            for number, key_hash in enumerate(words[0::ENTRY_WORDS], first):
+                heads[key_hash % modulus] = number
+        self.store.write(HEADER_SIZE, _words_to_bytes(heads))
+        self.header.hash_slot_count = modulus - heads.count(NO_ENTRY)
+
+    def _fix_end_timestamp(self, max_diff: int) -> bool:
+        """endTimestamp must fall within the second of the newest entry's time."""
+        h = self.header
+        lowest = h.begin_timestamp + max_diff * 1000
+        if lowest <= h.end_timestamp < lowest + 1000:
+            return False
+        h.end_timestamp = lowest + 999
+        return True
+
+    def truncate_entries_from(self, phy_offset: int) -> int:
+        """Forget entries at or past `phy_offset`; returns how many.
+
+        Entries are in commitlog order, so they are a tail. Each removed
+        entry is the head of its chain when it is reached newest first, so
+        its slot falls back to its prevIndex.
+        """
+        h = self.header
+        count = h.index_count
+        cut = bisect.bisect_left(range(count), phy_offset, lo=FIRST_ENTRY, key=self._phy_at)
+        if cut >= count:
+            return 0
+        modulus = self.slot_count
+        for number in range(count - 1, cut - 1, -1):
+            key_hash, _, _, prev = self.entry(number)
+            slot_pos = HEADER_SIZE + (key_hash % modulus) * SLOT_SIZE
+            if SLOT.unpack_from(self._view, slot_pos)[0] == number:
+                new_head = prev if NO_ENTRY < prev < number else NO_ENTRY
+                self.store.write(slot_pos, SLOT.pack(new_head))
+                if new_head == NO_ENTRY:
+                    h.hash_slot_count -= 1
+        h.index_count = cut
+        if cut > FIRST_ENTRY:
+            h.end_phy_offset = self.entry(cut - 1)[1]
+            h.end_timestamp = h.begin_timestamp + self._max_time_diff(cut) * 1000
+        self.write_header()
+        return count - cut
+
+    def _phy_at(self, number: int) -> int:
+        return self.entry(number)[1]
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def sync(self) -> None:
+        self.store.sync()
+
+    def close(self) -> None:
+        self._view.release()
+        self.store.close()
+
+
+class IndexService:
+    """All index files of a store, oldest first; the newest takes new entries.
+
+    `build` and `query` run on the store's thread; `flush` may run on the
+    flush thread at the same time, so closing files is done under a lock.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        fs: FileSystem,
+        clock: Clock,
+        *,
+        max_hash_slots: int = 5_000_000,
+        max_index_count: int = 20_000_000,
+    ) -> None:
+        if max_hash_slots < 1 or max_index_count < 2:
+            raise ValueError("an index file needs at least 1 slot and 2 entries")
+        self.directory = directory
+        self._fs = fs
+        self._clock = clock
+        self._slots = max_hash_slots
+        self._capacity = max_index_count
+        self._file_size = file_size(max_hash_slots, max_index_count)
+        self._files: list[IndexFile] = []
+        self._last_indexed = -1
+        """Commitlog offset of the newest indexed message, -1 when none."""
+        self._lock = threading.Lock()
+
+    # -- loading ------------------------------------------------------------
+
+    def load(self, clean_shutdown: bool, checkpoint_offset: int) -> int | None:
+        """Open existing index files (oldest first); after a crash drop those
+        that may hold entries at or past `checkpoint_offset`.
+
+        The checkpoint offset is the exclusive end of what was indexed and
+        synced, so a file whose endPhyOffset is >= it holds an entry written
+        after the sync. A file with an untrustworthy header is dropped too.
+        Once a file is dropped every newer one goes with it, since rebuilding
+        continues from the dropped file's begin. Returns the commitlog offset
+        to re-dispatch from, or None when nothing was dropped.
+        """
+        if not self.directory.is_dir():
+            return None
+        paths = sorted(p for p in self.directory.iterdir() if FILE_NAME.fullmatch(p.name))
+        rebuild_from = self._open_files(paths, clean_shutdown, checkpoint_offset)
+        if not clean_shutdown:
+            self._repair_newest()
+        self._last_indexed = self._files[-1].header.end_phy_offset if self._files else -1
+        return rebuild_from
+
+    def _open_files(
+        self, paths: list[Path], clean_shutdown: bool, checkpoint_offset: int
+    ) -> int | None:
+        """Open `paths` in order up to the first unusable one, which is removed
+        with all that follow; returns where to rebuild from, if anything went."""
+        for position, path in enumerate(paths):
+            index_file, problem = self._open_existing(path)
+            if problem is None and not clean_shutdown:
+                problem = self._past_checkpoint(index_file, checkpoint_offset)
+            if problem is None and index_file is not None:
+                self._files.append(index_file)
+                continue
+            log.warning("dropping index file %s and newer: %s", path.name, problem)
+            rebuild_from = self._rebuild_point(index_file)
+            if not clean_shutdown:
+                # Entries between the checkpoint and this file's begin may
+                # have been lost from the previous file.
+                rebuild_from = min(rebuild_from, checkpoint_offset)
+            if index_file is not None:
+                index_file.close()
+            self._remove_paths(paths[position:])
+            return rebuild_from
+        return None
+
+    def _repair_newest(self) -> None:
+        """Only the newest file surviving a crash can have been written after
+        its header was synced (older ones were complete before it began)."""
+        if self._files and self._files[-1].repair_after_crash():
+            newest = self._files[-1]
+            log.warning("repaired index file %s after a crash", newest.path.name)
+            newest.sync()
+
+    def _open_existing(self, path: Path) -> tuple[IndexFile | None, str | None]:
+        """The file and why it cannot be used (None when it can)."""
+        actual = path.stat().st_size
+        if actual != self._file_size:
+            return None, f"size {actual}, expected {self._file_size}"
+        index_file = IndexFile(
+            self._fs.open_file(path, self._file_size), self._slots, self._capacity
+        )
+        index_file.read_header()
+        problem = index_file.consistency_problem()
+        if problem is None and self._files:
+            previous = self._files[-1].header
+            if index_file.header.begin_phy_offset <= previous.end_phy_offset:
+                problem = "begins before the previous file ends"
+        return index_file, problem
+
+    @staticmethod
+    def _past_checkpoint(index_file: IndexFile | None, checkpoint_offset: int) -> str | None:
+        if index_file is not None and index_file.header.end_phy_offset >= checkpoint_offset:
+            return f"endPhyOffset {index_file.header.end_phy_offset} >= checkpoint"
+        return None
+
+    def _rebuild_point(self, dropped: IndexFile | None) -> int:
+        """Where re-dispatch must start so that nothing in `dropped` is lost.
+
+        A trustworthy header gives its beginPhyOffset. Otherwise the previous
+        file's last offset is safe (that message is skipped as already
+        indexed), or 0 when there is no previous file.
+        """
+        if dropped is not None and dropped.consistency_problem() is None:
+            return dropped.header.begin_phy_offset
+        return self._files[-1].header.end_phy_offset if self._files else 0
+
+    def _remove_paths(self, paths: Iterable[Path]) -> None:
+        for path in paths:
+            self._fs.remove(path)
+
+    # -- building -----------------------------------------------------------
+
+    def build(self, request: DispatchRequest) -> None:
+        """Index the message under its unique key and each of its keys."""
+        phy_offset = request.commitlog_offset
+        if phy_offset <= self._last_indexed:
+            return
+        if request.sys_flag & sysflag.TRANSACTION_MASK in SKIPPED_TRANSACTION_TYPES:
+            return
+        hashes = self._key_hashes(request)
+        if not hashes:
+            return
+        index_file = self._file_with_room(len(hashes))
+        store_timestamp = request.store_timestamp
+        for key_hash in hashes:
+            if index_file.header.index_count >= self._capacity:
+                index_file.write_header()
+                index_file = self._new_file()
+            index_file.put(key_hash, phy_offset, store_timestamp)
+        index_file.write_header()
+        self._last_indexed = phy_offset
+
+    def _key_hashes(self, request: DispatchRequest) -> list[int]:
+        """Hashes of topic#key for the unique key and each key, without repeats
+        (two keys with one hash share an entry: the caller verifies anyway)."""
+        topic = request.topic
+        hashes: list[int] = []
+        if request.unique_key:
+            hashes.append(index_key_hash(topic, request.unique_key))
+        if request.keys:
+            for key in request.keys.split(KEY_SEPARATOR):
+                if key:
+                    key_hash = index_key_hash(topic, key)
+                    if key_hash not in hashes:
+                        hashes.append(key_hash)
+        return hashes
+
+    def _file_with_room(self, needed: int) -> IndexFile:
+        """The newest file, or a new one when the message's keys do not fit,
+        so that a message's entries share one file (and one rebuild point)."""
+        if self._files:
+            newest = self._files[-1]
+            if newest.free >= needed or (newest.is_empty and newest.free > 0):
+                return newest
+        return self._new_file()
+
+    def _new_file(self) -> IndexFile:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / self._next_file_name()
+        index_file = IndexFile(
+            self._fs.open_file(path, self._file_size), self._slots, self._capacity
+        )
+        index_file.needs_dir_sync = True
+        self._files.append(index_file)
+        return index_file
+
+    def _next_file_name(self) -> str:
+        """The creation time, moved past the newest file's name if the clock
+        has not advanced, so that names sort in creation order."""
+        name = file_name_for(self._clock.now_ms())
+        if self._files and name <= self._files[-1].path.name:
+            name = f"{int(self._files[-1].path.name) + 1:017d}"
+        while (self.directory / name).exists():
+            name = f"{int(name) + 1:017d}"
+        return name
+
+    # -- querying -----------------------------------------------------------
+
+    def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        """Offsets indexed under topic#key's hash with store time in
+        [begin_ms, end_ms], newest first; the caller verifies each record."""
+        found: list[int] = []
+        if max_num <= 0 or begin_ms > end_ms:
+            return found
+        key_hash = index_key_hash(topic, key)
+        seen: set[int] = set()
+        for index_file in reversed(self._files):
+            if len(found) >= max_num:
+                break
+            if index_file.overlaps(begin_ms, end_ms):
+                index_file.collect(key_hash, begin_ms, end_ms, max_num, found, seen)
+        return found
+
+    @property
+    def last_update_timestamp(self) -> int:
+        return self._files[-1].header.end_timestamp if self._files else 0
+
+    @property
+    def last_update_phy_offset(self) -> int:
+        return self._files[-1].header.end_phy_offset if self._files else 0
+
+    def files(self) -> list[Path]:
+        return [index_file.path for index_file in self._files]
+
+    # -- durability and retention -------------------------------------------
+
+    def flush(self) -> None:
+        """Sync every file written since its last sync.
+
+        The flag is cleared before syncing: a put racing with the sync sets it
+        again and is synced next time.
+        """
+        with self._lock:
+            for index_file in list(self._files):
+                if index_file.needs_dir_sync:
+                    index_file.needs_dir_sync = False
+                    self._fs.sync_dir(self.directory)
+                if index_file.unsynced:
+                    index_file.unsynced = False
+                    index_file.sync()
+
+    def delete_files_before(self, min_phy_offset: int) -> list[Path]:
+        """Remove the oldest files whose entries all point below
+        `min_phy_offset`; the newest file always stays."""
+        doomed: list[IndexFile] = []
+        for index_file in self._files[:-1]:
+            if index_file.header.end_phy_offset >= min_phy_offset:
+                break
+            doomed.append(index_file)
+        return self._drop(doomed)
+
+    def truncate_after(self, phy_offset: int) -> list[Path]:
+        """Forget entries at or past `phy_offset` (the commitlog was cut there).
+
+        Files that begin there or later are removed and returned; the newest
+        remaining file loses its entries past the cut, so that messages
+        written again at those offsets are indexed.
+        """
+        doomed = [f for f in self._files if f.header.begin_phy_offset >= phy_offset]
+        removed = self._drop(doomed)
+        if self._files and self._files[-1].header.end_phy_offset >= phy_offset:
+            dropped = self._files[-1].truncate_entries_from(phy_offset)
+            log.info("dropped %d index entries at or past %d", dropped, phy_offset)
+        if self._files and self._files[-1].is_empty:
+            removed += self._drop([self._files[-1]])
+        self._last_indexed = self._files[-1].header.end_phy_offset if self._files else -1
+        return removed
+
+    def _drop(self, doomed: list[IndexFile]) -> list[Path]:
+        if not doomed:
+            return []
+        with self._lock:
+            gone = {id(f) for f in doomed}
+            self._files = [f for f in self._files if id(f) not in gone]
+            for index_file in doomed:
+                index_file.close()
+                self._fs.remove(index_file.path)
+        return [index_file.path for index_file in doomed]
+
+    def close(self) -> None:
+        self.flush()
+        with self._lock:
+            for index_file in self._files:
+                index_file.close()
+            self._files = []
