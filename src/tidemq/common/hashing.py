@@ -11,27 +11,52 @@ from __future__ import annotations
 
 import sys
 from functools import lru_cache
+from operator import mul
 
 _MASK32 = 0xFFFFFFFF
 _UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
 
 
-@lru_cache(maxsize=8192)
-def java_string_hash(s: str) -> int:
+_CHUNK = 64
+
+
+def _descending_powers(n: int) -> tuple[int, ...]:
+    return tuple(pow(31, n - 1 - i, 1 << 32) for i in range(n))
+
+
+_POWERS = [_descending_powers(n) for n in range(_CHUNK + 1)]
+_CHUNK_SHIFT = pow(31, _CHUNK, 1 << 32)
+
+
+def _polynomial(units: bytes | memoryview) -> int:
+    """sum(unit * 31^(n-1-i)) mod 2^32, in chunks so the multiplies run in C."""
+    n = len(units)
+    h = 0
+    for start in range(0, n - n % _CHUNK, _CHUNK):
+        chunk = units[start : start + _CHUNK]
+        h = (h * _CHUNK_SHIFT + sum(map(mul, chunk, _POWERS[_CHUNK]))) & _MASK32
+    rest = n % _CHUNK
+    if rest:
+        tail = units[n - rest :]
+        h = (h * pow(31, rest, 1 << 32) + sum(map(mul, tail, _POWERS[rest]))) & _MASK32
+    return h
+
+
+def java_string_hash_uncached(s: str) -> int:
     """Java's `String.hashCode()` of `s` as a signed 32-bit int.
 
     Characters outside the BMP count as two surrogate code units, as in Java;
-    lone surrogates (possible in a Python str) count as themselves.
+    lone surrogates (possible in a Python str) count as themselves. For keys
+    that never repeat (unique ids), call this rather than the cached form.
     """
-    h = 0
     if s.isascii():
-        for unit in s.encode("ascii"):
-            h = (31 * h + unit) & _MASK32
+        h = _polynomial(s.encode("ascii"))
     else:
-        units = memoryview(s.encode(_UTF16_NATIVE, "surrogatepass")).cast("H")
-        for unit in units:
-            h = (31 * h + unit) & _MASK32
+        h = _polynomial(memoryview(s.encode(_UTF16_NATIVE, "surrogatepass")).cast("H"))
     return h - 0x1_0000_0000 if h & 0x8000_0000 else h
+
+
+java_string_hash = lru_cache(maxsize=8192)(java_string_hash_uncached)
 
 
 def tag_code(tags: str | None) -> int:

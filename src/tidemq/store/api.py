@@ -70,9 +70,9 @@ class MessageToStore:
     """Overrides the consumequeue tag slot (delay/timer topics store a time)."""
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class PutResult:
-    """One stored message, or why it was not stored."""
+    """One stored message, or why it was not stored (read-only by convention)."""
 
     status: PutStatus
     physical_offset: int = -1
@@ -129,10 +129,13 @@ class GetResult:
         return b"".join(self.buffers)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class DispatchRequest:
     """One stored record as the dispatcher sees it: enough to build the
-    consumequeue entry and the index entries without reading the record again."""
+    consumequeue entry and the index entries without reading the record again.
+
+    Not frozen: one is made per stored message and frozen dataclasses pay for
+    `object.__setattr__` on every field. Treat it as read-only."""
 
     topic: str
     queue_id: int

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from tidemq.common import properties as props
@@ -28,7 +27,7 @@ from tidemq.protocol.message_codec import (
     encode_record,
     patch_offsets,
 )
-from tidemq.store.api import DispatchRequest, MessageToStore
+from tidemq.store.api import DispatchRequest, MessageToStore, PutResult, PutStatus
 from tidemq.store.fs import FileSystem
 from tidemq.store.mapped_file import MappedFileQueue
 
@@ -37,22 +36,13 @@ _SIZE_MAGIC = struct.Struct(">ii")
 TagsCodeRule = Callable[[str, Mapping[str, str], int], int]
 
 
-@dataclass(slots=True, frozen=True)
-class Appended:
-    """One record written: where, and what the dispatcher needs."""
-
-    physical_offset: int
-    size: int
-    queue_offset: int
-    msg_id: str
-    dispatch: DispatchRequest | None
-    """None for prepared/rolled-back transaction records: not consumable."""
+_TRANSACTION_MASK = sysflag.TRANSACTION_MASK
+_CONSUMABLE_TRANSACTION_TYPES = (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTION_COMMIT_TYPE)
 
 
 def is_consumable(sys_flag: int) -> bool:
     """Prepared and rolled-back transaction records get no consumequeue entry."""
-    kind = sysflag.transaction_value(sys_flag)
-    return kind in (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTION_COMMIT_TYPE)
+    return sys_flag & _TRANSACTION_MASK in _CONSUMABLE_TRANSACTION_TYPES
 
 
 class CommitLog:
@@ -72,44 +62,60 @@ class CommitLog:
         """Next queue offset per (topic, queue id): RocketMQ's topicQueueTable."""
         self._id_prefix = (store_host + store_port.to_bytes(4, "big")).hex().upper()
         self._tags_code_rule = tags_code_rule
+        self._topic_bytes: dict[str, bytes] = {}
 
     # -- writing ----------------------------------------------------------
 
     def message_id(self, physical_offset: int) -> str:
         return f"{self._id_prefix}{physical_offset:016X}"
 
-    def append(self, messages: Sequence[MessageToStore], store_timestamp: int) -> list[Appended]:
-        """Encode and write `messages` back to back (one write per file)."""
-        appended: list[Appended] = []
+    def append(
+        self, messages: Sequence[MessageToStore], store_timestamp: int
+    ) -> tuple[list[PutResult], list[DispatchRequest]]:
+        """Encode and write `messages` back to back (one write per file).
+
+        Returns a result per message and a dispatch request per consumable
+        one (prepared/rolled-back transaction records get none). This is the
+        hottest loop of the broker: no per-message objects beyond those two.
+        """
+        results: list[PutResult] = []
+        dispatches: list[DispatchRequest] = []
         pending: list[bytes] = []
         mapped = self.log.writable_file()
-        position = mapped.wrote_position
-        offset = mapped.start_offset + position
-        space = mapped.size - position
+        offset = mapped.start_offset + mapped.wrote_position
+        space = mapped.size - mapped.wrote_position
+        queue_offsets = self.queue_offsets
+        topic_bytes_cache = self._topic_bytes
+        host, port, prefix = self.store_host, self.store_port, self._id_prefix
+        tags_code_rule = self._tags_code_rule
         for message in messages:
-            topic_bytes = message.topic.encode()
-            props_bytes = message.properties.encode()
+            topic = message.topic
+            topic_bytes = topic_bytes_cache.get(topic)
+            if topic_bytes is None:
+                topic_bytes = topic_bytes_cache[topic] = topic.encode()
             parsed = decode_properties(message.properties)
-            consumable = is_consumable(message.sys_flag)
-            key = (message.topic, message.queue_id)
-            queue_offset = self.queue_offsets.get(key, 0) if consumable else 0
+            sys_flag = message.sys_flag
+            queue_id = message.queue_id
+            consumable = sys_flag & _TRANSACTION_MASK in _CONSUMABLE_TRANSACTION_TYPES
+            key = (topic, queue_id)
+            queue_offset = queue_offsets.get(key, 0) if consumable else 0
             record = encode_record(
-                topic=topic_bytes,
-                queue_id=message.queue_id,
-                flag=message.flag,
-                queue_offset=queue_offset,
-                physical_offset=offset,
-                sys_flag=message.sys_flag,
-                born_timestamp=message.born_timestamp,
-                born_host=message.born_host,
-                born_port=message.born_port,
-                store_timestamp=store_timestamp,
-                store_host=self.store_host,
-                store_port=self.store_port,
-                reconsume_times=message.reconsume_times,
-                prepared_transaction_offset=message.prepared_transaction_offset,
-                body=message.body,
-                properties=props_bytes,
+                topic_bytes,
+                queue_id,
+                message.flag,
+                queue_offset,
+                offset,
+                sys_flag,
+                message.born_timestamp,
+                message.born_host,
+                message.born_port,
+                store_timestamp,
+                host,
+                port,
+                message.reconsume_times,
+                message.prepared_transaction_offset,
+                message.body,
+                message.properties.encode(),
             )
             size = len(record)
             if size + END_FILE_MIN_BLANK_LENGTH > space:
@@ -127,30 +133,39 @@ class CommitLog:
             pending.append(record)
             space -= size
             if consumable:
-                self.queue_offsets[key] = queue_offset + 1
+                queue_offsets[key] = queue_offset + 1
                 tags_code = message.tags_code
                 if tags_code is None:
-                    tags_code = self._tags_code_rule(message.topic, parsed, store_timestamp)
-                dispatch: DispatchRequest | None = DispatchRequest(
-                    topic=message.topic,
-                    queue_id=message.queue_id,
-                    commitlog_offset=offset,
-                    size=size,
-                    tags_code=tags_code,
-                    store_timestamp=store_timestamp,
-                    queue_offset=queue_offset,
-                    keys=parsed.get(props.KEYS, ""),
-                    unique_key=parsed.get(props.UNIQ_KEY),
-                    sys_flag=message.sys_flag,
-                    properties=parsed,
+                    tags_code = tags_code_rule(topic, parsed, store_timestamp)
+                dispatches.append(
+                    DispatchRequest(
+                        topic,
+                        queue_id,
+                        offset,
+                        size,
+                        tags_code,
+                        store_timestamp,
+                        queue_offset,
+                        parsed.get(props.KEYS, ""),
+                        parsed.get(props.UNIQ_KEY),
+                        sys_flag,
+                        parsed,
+                    )
                 )
-            else:
-                dispatch = None
-            appended.append(Appended(offset, size, queue_offset, self.message_id(offset), dispatch))
+            results.append(
+                PutResult(
+                    PutStatus.PUT_OK,
+                    offset,
+                    size,
+                    queue_offset,
+                    store_timestamp,
+                    f"{prefix}{offset:016X}",
+                )
+            )
             offset += size
         if pending:
             mapped.append(b"".join(pending) if len(pending) > 1 else pending[0])
-        return appended
+        return results, dispatches
 
     # -- reading ----------------------------------------------------------
 

@@ -67,6 +67,18 @@ class ConsumeQueue:
         below the end that disagrees with the stored entry is overwritten,
         because the commitlog is the source of truth.
         """
+        files = self.log.files
+        if files:
+            last = files[-1]
+            wrote = last.wrote_position
+            if queue_offset * ENTRY_SIZE == last.start_offset + wrote and wrote < last.size:
+                # The common case: the next entry, in the current file.
+                last.file.write(wrote, ENTRY.pack(physical_offset, size, tags_code))
+                last.wrote_position = wrote + ENTRY_SIZE
+                last.dirty = True
+                if physical_offset + size > self.max_physical_end:
+                    self.max_physical_end = physical_offset + size
+                return True
         current = self.max_offset
         if queue_offset < current:
             if self.raw_entry(queue_offset) == (physical_offset, size, tags_code):

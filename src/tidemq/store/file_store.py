@@ -256,7 +256,8 @@ class FileMessageStore:
         end = result.results[-1].physical_offset + result.results[-1].size
         timeout = self.config.sync_flush_timeout_ms / 1000
         try:
-            durable = await asyncio.wait_for(self.flush.wait_async(end), timeout)
+            async with asyncio.timeout(timeout):  # no task per write, unlike wait_for
+                durable = await self.flush.wait_async(end)
         except TimeoutError:
             durable = False
         if durable:
@@ -284,22 +285,10 @@ class FileMessageStore:
         problem = validate_batch(messages, self.config)
         if problem is not None:
             return BatchPutResult(problem[0], remark=problem[1])
-        now = self.clock.now_ms()
-        appended = self.commitlog.append(messages, now)
-        results = []
-        for item in appended:
-            if item.dispatch is not None:
-                self._dispatch(item.dispatch, notify=True)
-            results.append(
-                PutResult(
-                    PutStatus.PUT_OK,
-                    physical_offset=item.physical_offset,
-                    size=item.size,
-                    queue_offset=item.queue_offset,
-                    store_timestamp=now,
-                    msg_id=item.msg_id,
-                )
-            )
+        results, dispatches = self.commitlog.append(messages, self.clock.now_ms())
+        dispatch = self._dispatch
+        for request in dispatches:
+            dispatch(request, notify=True)
         self._dispatched_offset = self.commitlog.max_offset
         return BatchPutResult(PutStatus.PUT_OK, tuple(results))
 

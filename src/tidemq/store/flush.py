@@ -56,6 +56,7 @@ class FlushService:
         self._cond = threading.Condition()
         self._waiters: list[_Waiter] = []
         self._stopping = False
+        self._idle = False
         self._failed: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.flushed_offset = 0
@@ -100,20 +101,20 @@ class FlushService:
                 self._finish([waiter], ok=False)
                 return
             self._waiters.append(waiter)
-            self._cond.notify()
+            if self._idle:
+                # Only the first waiter of a round wakes the thread; the rest
+                # ride along (no GIL tug-of-war per write).
+                self._idle = False
+                self._cond.notify()
 
     def _run(self) -> None:
         last_derived = time.monotonic()
         while True:
             with self._cond:
-                if not self._stopping:
-                    if self.sync_mode:
-                        self._cond.wait_for(
-                            lambda: bool(self._waiters) or self._stopping,
-                            timeout=self._commitlog_interval,
-                        )
-                    else:
-                        self._cond.wait(timeout=self._commitlog_interval)
+                if not self._stopping and not (self.sync_mode and self._waiters):
+                    self._idle = True
+                    self._cond.wait(timeout=self._commitlog_interval)
+                    self._idle = False
                 waiters, self._waiters = self._waiters, []
                 stopping = self._stopping
             try:

@@ -39,6 +39,10 @@ class StoreFile(Protocol):
         """Make every write so far durable."""
         ...
 
+    def prefault(self, pos: int, length: int) -> None:
+        """Map pages in advance so later writes there do not fault (a hint)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -50,6 +54,9 @@ class FileSystem(Protocol):
     def remove(self, path: Path) -> None: ...
 
     def sync_dir(self, path: Path) -> None: ...
+
+
+_MADV_POPULATE_WRITE = 23
 
 
 class MmapFile:
@@ -93,6 +100,13 @@ class MmapFile:
     def sync(self) -> None:
         if not self._closed:
             os.fdatasync(self._fd)
+
+    def prefault(self, pos: int, length: int) -> None:
+        start = pos - pos % mmap.PAGESIZE
+        end = min(self._size, pos + length)
+        # MADV_POPULATE_WRITE (Linux 5.14+); older kernels refuse it, harmlessly.
+        with contextlib.suppress(OSError, ValueError):
+            self._mmap.madvise(_MADV_POPULATE_WRITE, start, end - start)
 
     def close(self) -> None:
         if self._closed:
@@ -173,6 +187,9 @@ class SimulatedFile:
 
     def view(self, pos: int, length: int) -> memoryview:
         return memoryview(self.data)[pos : pos + length]
+
+    def prefault(self, pos: int, length: int) -> None:
+        """Nothing to map in memory."""
 
     def sync(self) -> None:
         self._fs.check_alive()

@@ -56,7 +56,7 @@ from pathlib import Path
 
 from tidemq.common import sysflag
 from tidemq.common.clock import Clock
-from tidemq.common.hashing import java_string_hash
+from tidemq.common.hashing import java_string_hash_uncached
 from tidemq.store.api import DispatchRequest
 from tidemq.store.fs import FileSystem, MmapFile, StoreFile
 
@@ -86,7 +86,7 @@ SKIPPED_TRANSACTION_TYPES = frozenset({sysflag.TRANSACTION_ROLLBACK_TYPE})
 """RocketMQ's IndexService skips only rolled-back messages (prepared half
 messages are indexed, under the half topic they are stored in)."""
 
-_java_hash: Callable[[str], int] = getattr(java_string_hash, "__wrapped__", java_string_hash)
+_java_hash: Callable[[str], int] = java_string_hash_uncached
 """The hash without its cache: unique keys never repeat and would only evict
 the tags that cache exists for."""
 
@@ -581,6 +581,8 @@ class IndexService:
             self._fs.open_file(path, self._file_size), self._slots, self._capacity
         )
         index_file.needs_dir_sync = True
+        # Slots are written at random: map them now rather than fault per page.
+        index_file.store.prefault(HEADER_SIZE, self._slots * SLOT_SIZE)
         self._files.append(index_file)
         return index_file
 
