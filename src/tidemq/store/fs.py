@@ -56,14 +56,36 @@ class FileSystem(Protocol):
     def sync_dir(self, path: Path) -> None: ...
 
 
-_MADV_POPULATE_WRITE = 23
-
-
-class MmapFile:
-    """A file mapped shared into memory: reads are zero-copy slices."""
+class _FixedSizeFile:
+    """What both file kinds share: a path, a fixed size, bounds on writes."""
 
     def __init__(self, path: Path, size: int) -> None:
         self._path = path
+        self._size = size
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def _check_range(self, pos: int, length: int) -> int:
+        end = pos + length
+        if pos < 0 or end > self._size:
+            raise ValueError(f"write [{pos}, {end}) outside {self._path.name}")
+        return end
+
+
+_MADV_POPULATE_WRITE = 23
+
+
+class MmapFile(_FixedSizeFile):
+    """A file mapped shared into memory: reads are zero-copy slices."""
+
+    def __init__(self, path: Path, size: int) -> None:
+        super().__init__(path, size)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             current = os.fstat(fd).st_size
@@ -76,22 +98,11 @@ class MmapFile:
             os.close(fd)
             raise
         self._fd = fd
-        self._size = size
         self._view = memoryview(self._mmap)
         self._closed = False
 
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    @property
-    def size(self) -> int:
-        return self._size
-
     def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        end = pos + len(data)
-        if pos < 0 or end > self._size:
-            raise ValueError(f"write [{pos}, {end}) outside {self._path.name}")
+        end = self._check_range(pos, len(data))
         self._mmap[pos:end] = data
 
     def view(self, pos: int, length: int) -> memoryview:
@@ -154,31 +165,20 @@ class CrashPlan:
     """Flip bits only in files whose path contains this (e.g. "commitlog")."""
 
 
-class SimulatedFile:
+class SimulatedFile(_FixedSizeFile):
     """An in-memory file that knows which of its bytes are durable."""
 
     def __init__(self, fs: FaultyFileSystem, path: Path, size: int, initial: bytes) -> None:
+        super().__init__(path, size)
         self._fs = fs
-        self._path = path
-        self._size = size
         self.data = bytearray(size)
         self.data[: len(initial)] = initial
         self.durable = bytearray(self.data)
         self.unsynced: list[tuple[int, bytes]] = []
         self.closed = False
 
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    @property
-    def size(self) -> int:
-        return self._size
-
     def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        end = pos + len(data)
-        if pos < 0 or end > self._size:
-            raise ValueError(f"write [{pos}, {end}) outside {self._path.name}")
+        end = self._check_range(pos, len(data))
         self._fs.check_alive()
         chunk = bytes(data)
         self.data[pos:end] = chunk
