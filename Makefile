@@ -16,9 +16,22 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/tidemq store demo
+	$(VENV)/bin/tidemq serve
 
-test: $(STAMP)
+# Real third-party clients for tests/interop (ali-ons, from interop/package-lock.json).
+# npm writes node_modules/.package-lock.json on every install, so it is the stamp:
+# `npm ci` runs again only when the committed lock file is newer. Without npm the
+# step is skipped (the interop tests then skip themselves if `node` is missing too).
+NPM_STAMP := interop/node_modules/.package-lock.json
+
+$(NPM_STAMP): interop/package-lock.json interop/package.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix interop --no-audit --no-fund && touch $(NPM_STAMP); \
+	else \
+		echo "npm not found: not installing interop/node_modules (ali-ons interop tests need Node.js)"; \
+	fi
+
+test: $(STAMP) $(NPM_STAMP)
 	$(PY) -m pytest
 
 bench: $(STAMP)

@@ -7,6 +7,8 @@ import logging
 import click
 
 from tidemq import __version__
+from tidemq.cli.admin_commands import ADMIN_COMMANDS
+from tidemq.cli.server_commands import SERVER_COMMANDS
 from tidemq.cli.store_commands import store_group
 
 
@@ -21,8 +23,13 @@ def cli(verbose: bool) -> None:
     )
 
 
-cli.add_command(store_group)
+for command in (*SERVER_COMMANDS, *ADMIN_COMMANDS, store_group):
+    cli.add_command(command)
 
 
 def main() -> None:
     cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,380 @@
+"""The broker process: a RemotingServer over BrokerService, one store, background tasks.
+
+Start order:
+
+1. bind the server (port 0 picks one; requests arriving before step 3 wait
+   up to STARTUP_WAIT_S, then get SYSTEM_BUSY), because the store needs the
+   port: it is part of every offset message id;
+2. open the store (recovery runs here, on a worker thread) with the
+   advertised IPv4 address and the bound port as store host;
+3. load topics, groups and offsets from data_dir/config, wire the service,
+   the delay scheduler and the handler table;
+4. register with every name server (REGISTER_BROKER), then start the owned
+   background tasks: registration every 30 s (and at once after a topic
+   change), long-poll re-check every 5 s, offset persist every 5 s, client
+   and lock expiry every 10 s, retention every 10 s, the delay scheduler.
+
+Stop order (`stop`): answer every held pull now; stop the server (stop
+accepting, let in-flight requests finish up to `grace`, close connections);
+cancel the background tasks; stop the delay scheduler (persists its
+progress); persist offsets, topics and groups; unregister from every name
+server (UNREGISTER_BROKER); close the store (flush + checkpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+import zlib
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from tidemq.broker.config import BrokerConfig
+from tidemq.broker.handlers import HANDLED_CODES, BrokerHandlers, encode_json
+from tidemq.broker.schedule import DelayScheduler
+from tidemq.broker.service import BrokerService
+from tidemq.common.clock import SYSTEM_CLOCK, Clock
+from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers import (
+    RegisterBrokerRequestHeader,
+    UnregisterBrokerRequestHeader,
+    encode_header,
+)
+from tidemq.store.config import MiB, StoreConfig, parse_delay_levels
+from tidemq.store.file_store import FileMessageStore
+from tidemq.transport import Connection, Handler, RemotingClient, RemotingServer, not_supported
+from tidemq.transport.errors import RemotingError
+
+__all__ = ["Broker"]
+
+log = logging.getLogger(__name__)
+
+STARTUP_WAIT_S = 5.0
+EXPIRY_SCAN_INTERVAL_S = 10.0
+RETENTION_INTERVAL_S = 10.0
+NAMESRV_TIMEOUT_S = 3.0
+DELAY_PROGRESS_FILE = "delayOffset.json"
+MAX_MESSAGE_SIZE = 4 * MiB
+
+
+def resolve_ipv4(host: str) -> bytes:
+    """The 4-byte address records carry for `host` (ali-ons reads only IPv4)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return socket.inet_aton(socket.gethostbyname(host))
+    if isinstance(address, ipaddress.IPv6Address):
+        mapped = address.ipv4_mapped
+        if mapped is None:
+            raise ValueError(f"advertised host {host} is IPv6; RocketMQ 4 clients need IPv4")
+        address = mapped
+    return address.packed
+
+
+class _Gate:
+    """Handlers for the codes the broker serves, usable before the service exists."""
+
+    def __init__(self) -> None:
+        self._table: dict[int, Handler] | None = None
+        self._ready = asyncio.Event()
+
+    def open(self, table: dict[int, Handler]) -> None:
+        self._table = table
+        self._ready.set()
+
+    def table(self) -> dict[int, Handler]:
+        return {code: self._handler(code) for code in HANDLED_CODES}
+
+    def _handler(self, code: int) -> Handler:
+        async def handle(
+            request: RemotingCommand, connection: Connection
+        ) -> RemotingCommand | None:
+            table = self._table
+            if table is None:
+                try:
+                    async with asyncio.timeout(STARTUP_WAIT_S):
+                        await self._ready.wait()
+                except TimeoutError:
+                    return RemotingCommand.response_to(
+                        request, ResponseCode.SYSTEM_BUSY, "the broker is still starting"
+                    )
+                table = self._table or {}
+            handler = table.get(code)
+            if handler is None:
+                return not_supported(request)
+            return await handler(request, connection)
+
+        return handle
+
+
+class Broker:
+    """One broker: `await broker.start()`, `broker.address`, `await broker.stop()`."""
+
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.clock = clock
+        self.server: RemotingServer | None = None
+        self.store: FileMessageStore | None = None
+        self._service: BrokerService | None = None
+        self.scheduler: DelayScheduler | None = None
+        self._namesrv = RemotingClient(name=f"broker-{config.broker_name}-namesrv")
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._register_now: asyncio.Event | None = None
+        self._offset_write: asyncio.Future[None] | None = None
+        self._store_host = resolve_ipv4(config.advertised_host)
+        self._started = False
+        self._stopped = False
+
+    # -- properties ----------------------------------------------------------------
+
+    @property
+    def service(self) -> BrokerService:
+        if self._service is None:
+            raise RuntimeError("the broker is not started")
+        return self._service
+
+    @property
+    def port(self) -> int:
+        if self.server is None:
+            raise RuntimeError("the broker is not started")
+        return self.server.port
+
+    @property
+    def address(self) -> str:
+        """ "host:port" clients dial (brokerAddrs in routes, part of every msgId)."""
+        return f"{self.config.advertised_host}:{self.port}"
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError("the broker was already started")
+        self._started = True
+        config = self.config
+        config.config_dir.mkdir(parents=True, exist_ok=True)
+        gate = _Gate()
+        self.server = RemotingServer(
+            f"broker-{config.broker_name}",
+            gate.table(),
+            host=config.listen_host,
+            port=config.listen_port,
+            max_in_flight=config.max_in_flight_per_connection,
+            on_close=self._connection_closed,
+        )
+        await self.server.start()
+        try:
+            await self._open(gate)
+        except BaseException:
+            await self.server.stop(0.5)
+            if self.store is not None:
+                await asyncio.to_thread(self.store.close)
+            raise
+        await self.register_all()
+        self._spawn(self._register_loop(), "register")
+        self._spawn(
+            self._every(config.long_polling_check_interval_s, self._recheck), "long-poll-recheck"
+        )
+        self._spawn(self._every(config.persist_interval_s, self._persist_offsets), "persist")
+        self._spawn(self._every(EXPIRY_SCAN_INTERVAL_S, self._expire_clients), "client-expiry")
+        self._spawn(self._every(RETENTION_INTERVAL_S, self._retention), "retention")
+        log.info("broker %s started at %s", config.broker_name, self.address)
+
+    async def _open(self, gate: _Gate) -> None:
+        config = self.config
+        port = self.port
+        file_size = (
+            config.commitlog_file_size or StoreConfig(root=config.store_dir).commitlog_file_size
+        )
+        store_config = StoreConfig(
+            root=config.store_dir,
+            commitlog_file_size=file_size,
+            flush_mode=config.flush_mode,
+            store_host=self._store_host,
+            store_port=port,
+            delay_levels=config.delay_levels,
+            max_message_size=min(MAX_MESSAGE_SIZE, file_size - 64 * 1024),
+        )
+        self.store = FileMessageStore(store_config, clock=self.clock)
+        await asyncio.to_thread(self.store.open)
+        service = BrokerService(
+            config.with_port(port),
+            self.store,
+            store_host=self._store_host,
+            store_port=port,
+            clock=self.clock,
+            max_message_size=store_config.max_message_size,
+        )
+        service.topics.on_change = self._request_registration
+        service.load()
+        service.attach_loop(asyncio.get_running_loop())
+        self.scheduler = DelayScheduler(
+            self.store,
+            parse_delay_levels(config.delay_levels),
+            config.config_dir / DELAY_PROGRESS_FILE,
+            self.clock,
+            service.put_restored,
+        )
+        self.store.add_arrival_listener(self.scheduler.on_arrival)
+        service.scheduler = self.scheduler
+        self._service = service
+        self._register_now = asyncio.Event()
+        gate.open(BrokerHandlers(service).table())
+        await self.scheduler.start()
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Shut down in the documented order; safe to call twice."""
+        if not self._started or self._stopped:
+            return
+        self._stopped = True
+        service = self._service
+        if service is not None:
+            service.long_polling.wake_all()
+        if self.server is not None:
+            await self.server.stop(grace)
+        tasks, self._tasks = set(self._tasks), set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.scheduler is not None:
+            await self.scheduler.stop()
+        if service is not None:
+            await self._finish_offset_write()
+            await asyncio.to_thread(service.offsets.persist)
+            service.topics.persist()
+            service.groups.persist()
+        await self._unregister_all()
+        await self._namesrv.close()
+        if self.store is not None:
+            await asyncio.to_thread(self.store.close)
+        log.info("broker %s stopped", self.config.broker_name)
+
+    async def __aenter__(self) -> Broker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # -- name servers ------------------------------------------------------------------
+
+    def _request_registration(self) -> None:
+        if self._register_now is not None:
+            self._register_now.set()
+
+    def _registration(self) -> RemotingCommand:
+        service = self.service
+        body = encode_json(
+            {
+                "topicConfigSerializeWrapper": service.topics.serialize(),
+                "filterServerList": [],
+            }
+        )
+        header = RegisterBrokerRequestHeader(
+            broker_name=self.config.broker_name,
+            broker_addr=self.address,
+            cluster_name=self.config.cluster_name,
+            ha_server_addr=self.address,
+            broker_id=self.config.broker_id,
+            compressed=False,
+            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+        )
+        return RemotingCommand.request(RequestCode.REGISTER_BROKER, encode_header(header), body)
+
+    async def register_all(self) -> int:
+        """REGISTER_BROKER to every name server; how many accepted it."""
+        command = self._registration()
+        results = await asyncio.gather(
+            *(self._call_namesrv(addr, command) for addr in self.config.namesrv_addrs)
+        )
+        return sum(results)
+
+    async def _unregister_all(self) -> None:
+        if self.server is None or not self.config.namesrv_addrs:
+            return
+        header = UnregisterBrokerRequestHeader(
+            broker_name=self.config.broker_name,
+            broker_addr=self.address,
+            cluster_name=self.config.cluster_name,
+            broker_id=self.config.broker_id,
+        )
+        command = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, encode_header(header))
+        await asyncio.gather(
+            *(self._call_namesrv(addr, command, 1.0) for addr in self.config.namesrv_addrs)
+        )
+
+    async def _call_namesrv(
+        self, address: str, command: RemotingCommand, timeout: float = NAMESRV_TIMEOUT_S
+    ) -> bool:
+        try:
+            response = await self._namesrv.invoke(address, command, timeout)
+        except (RemotingError, ValueError) as exc:
+            log.warning("name server %s: %s failed: %s", address, command.code, exc)
+            return False
+        if response.code != ResponseCode.SUCCESS:
+            log.warning("name server %s refused %s: %s", address, command.code, response.remark)
+            return False
+        return True
+
+    async def _register_loop(self) -> None:
+        event = self._register_now
+        if event is None:
+            raise RuntimeError("registration loop started before the broker")
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.register_interval_s):
+                    await event.wait()
+            event.clear()
+            try:
+                await self.register_all()
+            except Exception:
+                log.exception("registration with the name servers failed")
+
+    # -- background work ------------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=f"broker-{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _every(interval_s: float, work: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await work()
+            except Exception:
+                log.exception("broker background task failed")
+
+    async def _recheck(self) -> None:
+        self.service.recheck_long_polls()
+
+    async def _persist_offsets(self) -> None:
+        offsets = self.service.offsets
+        if not offsets.dirty:
+            return
+        document = offsets.snapshot()
+        write = asyncio.ensure_future(asyncio.to_thread(offsets.write, document))
+        self._offset_write = write
+        await asyncio.shield(write)
+
+    async def _finish_offset_write(self) -> None:
+        write, self._offset_write = self._offset_write, None
+        if write is not None and not write.done():
+            with contextlib.suppress(Exception):
+                await write
+
+    async def _expire_clients(self) -> None:
+        self.service.scan_expired_clients()
+        self.service.locks.purge_expired()
+
+    async def _retention(self) -> None:
+        if self.store is not None:
+            self.store.run_retention()
+
+    def _connection_closed(self, connection: Connection) -> None:
+        if self._service is not None:
+            self._service.connection_closed(connection)

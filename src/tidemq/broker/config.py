@@ -1,0 +1,81 @@
+"""Broker settings, with RocketMQ's defaults where RocketMQ has one."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tidemq.store.config import DEFAULT_DELAY_LEVELS, FlushMode
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    data_dir: Path
+    """Store in data_dir/store, topics/groups/offsets in data_dir/config."""
+    broker_name: str = "broker-a"
+    cluster_name: str = "DefaultCluster"
+    broker_id: int = 0
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 10911
+    """0 picks a free port (tests)."""
+    advertised_host: str = "127.0.0.1"
+    """The host clients are told to connect to (brokerAddrs in routes)."""
+    namesrv_addrs: tuple[str, ...] = ("127.0.0.1:9876",)
+    auto_create_topic: bool = True
+    """On in standalone mode, off in cluster mode."""
+    default_topic_queue_nums: int = 4
+    auto_create_subscription_group: bool = True
+    flush_mode: FlushMode = FlushMode.ASYNC
+    register_interval_s: float = 30.0
+    client_expiry_s: float = 120.0
+    long_polling_check_interval_s: float = 5.0
+    short_polling_wait_s: float = 1.0
+    persist_interval_s: float = 5.0
+    queue_lock_expiry_s: float = 60.0
+    max_reconsume_times: int = 16
+    delay_levels: str = DEFAULT_DELAY_LEVELS
+    max_in_flight_per_connection: int = 1024
+    commitlog_file_size: int | None = None
+    """None keeps the store default (1 GiB); tests use smaller files."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def store_dir(self) -> Path:
+        return self.data_dir / "store"
+
+    @property
+    def config_dir(self) -> Path:
+        return self.data_dir / "config"
+
+    def with_port(self, port: int) -> BrokerConfig:
+        return dataclasses.replace(self, listen_port=port)
+
+    @classmethod
+    def from_file(cls, path: Path) -> BrokerConfig:
+        """Load a JSON file whose keys are this class's field names.
+
+        Cluster mode (`tidemq broker --config FILE`) defaults to no topic
+        auto-creation, as RocketMQ's cluster deployments do.
+        """
+        raw = json.loads(path.read_text())
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: expected a JSON object")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(raw) - names)
+        if unknown:
+            raise ValueError(f"{path}: unknown settings {', '.join(unknown)}")
+        raw.setdefault("auto_create_topic", False)
+        raw["data_dir"] = Path(raw.get("data_dir", path.parent / raw.get("broker_name", "broker")))
+        if "namesrv_addrs" in raw:
+            addrs = raw["namesrv_addrs"]
+            raw["namesrv_addrs"] = tuple([addrs] if isinstance(addrs, str) else addrs)
+        if "flush_mode" in raw:
+            raw["flush_mode"] = FlushMode(raw["flush_mode"])
+        return cls(**raw)
+
+    @property
+    def address(self) -> str:
+        return f"{self.advertised_host}:{self.listen_port}"

@@ -1,0 +1,273 @@
+"""Server commands: `tidemq serve` (name server + broker in one process),
+`tidemq namesrv` and `tidemq broker --config FILE`.
+
+Each runs one asyncio loop until SIGINT or SIGTERM, then shuts down in the
+documented order (the broker stops accepting, finishes in-flight requests,
+flushes and checkpoints the store and unregisters; then the name server
+stops) and exits 0. Once everything listens, one line goes to stdout and is
+flushed, for scripts and tests to wait on:
+
+    tidemq ready namesrv=HOST:PORT broker=HOST:PORT      (serve)
+    tidemq ready namesrv=HOST:PORT                       (namesrv)
+    tidemq ready broker=HOST:PORT name=NAME cluster=C    (broker)
+
+Port 0 picks a free port; the ready line shows the real one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from tidemq import __version__
+from tidemq.broker.config import BrokerConfig
+from tidemq.cli.defaults import default_data_dir
+from tidemq.cli.output import console, fail
+from tidemq.store.config import FlushMode
+
+# The servers are imported when a server command runs, so that the admin
+# commands start fast and do not depend on the server modules.
+
+log = logging.getLogger(__name__)
+
+_WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _abort(message: str) -> NoReturn:
+    fail(message)
+    raise click.ClickException(message)  # fail() always raises; this satisfies the checker
+
+
+def _ready(**addresses: str) -> None:
+    fields = " ".join(f"{key}={value}" for key, value in addresses.items())
+    sys.stdout.write(f"tidemq ready {fields}\n")
+    sys.stdout.flush()
+
+
+@contextlib.asynccontextmanager
+async def _stop_signals() -> AsyncIterator[asyncio.Event]:
+    """An event set by the first SIGINT/SIGTERM; handlers removed on exit."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def on_signal(signum: int) -> None:
+        if stop.is_set():
+            log.warning("%s again: already shutting down", signal.Signals(signum).name)
+            return
+        log.info("%s: shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    for signum in _STOP_SIGNALS:
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        yield stop
+    finally:
+        for signum in _STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+
+
+async def _start(what: str, address: str, start: Callable[[], Awaitable[Any]]) -> None:
+    try:
+        await start()
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else (exc.strerror or str(exc))
+        _abort(f"cannot start the {what} on {address}: {reason.lower()}")
+
+
+def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    with contextlib.suppress(KeyboardInterrupt):  # a signal before the handlers are in
+        asyncio.run(main())
+
+
+# -- tidemq serve -----------------------------------------------------------------------
+
+
+@click.command("serve")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Where the broker keeps its store and config (default: $TIDEMQ_HOME or ~/.tidemq).",
+)
+@click.option(
+    "--namesrv-port",
+    type=click.IntRange(0, 65535),
+    default=9876,
+    show_default=True,
+    help="0 picks a free port.",
+)
+@click.option(
+    "--broker-port",
+    type=click.IntRange(0, 65535),
+    default=10911,
+    show_default=True,
+    help="0 picks a free port.",
+)
+@click.option(
+    "--flush",
+    type=click.Choice(["async", "sync"]),
+    default="async",
+    show_default=True,
+    help="sync: answer a send only once it is on disk.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--advertised-host",
+    default=None,
+    help="IPv4 address clients are told to use (default: --host, or 127.0.0.1 "
+    "when --host is a wildcard).",
+)
+def serve(
+    data_dir: Path | None,
+    namesrv_port: int,
+    broker_port: int,
+    flush: str,
+    host: str,
+    advertised_host: str | None,
+) -> None:
+    """Run a standalone name server and broker in one process (topics auto-created)."""
+    root = data_dir if data_dir is not None else default_data_dir()
+    advertised = advertised_host or ("127.0.0.1" if host in _WILDCARD_HOSTS else host)
+    _run(lambda: _serve(root, host, advertised, namesrv_port, broker_port, FlushMode(flush)))
+
+
+async def _serve(
+    root: Path, host: str, advertised: str, namesrv_port: int, broker_port: int, flush: FlushMode
+) -> None:
+    from tidemq.broker.app import Broker
+    from tidemq.namesrv.app import NameServer
+
+    async with _stop_signals() as stop:
+        namesrv = NameServer(host=host, port=namesrv_port)
+        await _start("name server", f"{host}:{namesrv_port}", namesrv.start)
+        try:
+            namesrv_address = f"{advertised}:{namesrv.port}"
+            config = BrokerConfig(
+                data_dir=root,
+                listen_host=host,
+                listen_port=broker_port,
+                advertised_host=advertised,
+                namesrv_addrs=(namesrv_address,),
+                auto_create_topic=True,
+                flush_mode=flush,
+            )
+            broker = Broker(config)
+            await _start("broker", f"{host}:{broker_port}", broker.start)
+            try:
+                _banner(namesrv_address, broker.address, config)
+                _ready(namesrv=namesrv_address, broker=broker.address)
+                await stop.wait()
+            finally:
+                await broker.stop()
+        finally:
+            await namesrv.stop()
+
+
+def _banner(namesrv: str, broker: str, config: BrokerConfig) -> None:
+    flag = "" if namesrv == "127.0.0.1:9876" else f" --namesrv {namesrv}"
+    console.print(
+        f"[bold]tidemq {__version__}[/] standalone server\n"
+        f"  name server  [bold]{namesrv}[/]\n"
+        f"  broker       [bold]{broker}[/]  ({config.broker_name}, cluster {config.cluster_name})\n"
+        f"  data         {config.data_dir}  (flush: {config.flush_mode.value}, "
+        "topics auto-created)\n"
+        "\n"
+        "Try it from another terminal:\n"
+        f"  tidemq topic create TopicTest{flag}\n"
+        f"  tidemq send TopicTest 'hello' --tags TagA --keys order-1{flag}\n"
+        f"  tidemq consume TopicTest --from-beginning{flag}\n"
+        f"  tidemq cluster list{flag}\n"
+        "\n"
+        "RocketMQ clients connect through the name server:\n"
+        f"  ali-ons (Node.js):  nameSrv: '{namesrv}'\n"
+        f'  Java:               producer.setNamesrvAddr("{namesrv}")\n'
+        "\n"
+        "Stop with Ctrl-C (or SIGTERM); the data stays.",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+# -- tidemq namesrv -----------------------------------------------------------------------
+
+
+@click.command("namesrv")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=9876,
+    show_default=True,
+    help="0 picks a free port.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+def namesrv(port: int, host: str) -> None:
+    """Run a name server on its own (cluster mode)."""
+    _run(lambda: _namesrv(host, port))
+
+
+async def _namesrv(host: str, port: int) -> None:
+    from tidemq.namesrv.app import NameServer
+
+    async with _stop_signals() as stop:
+        server = NameServer(host=host, port=port)
+        await _start("name server", f"{host}:{port}", server.start)
+        try:
+            shown_host = "127.0.0.1" if host in _WILDCARD_HOSTS else host
+            _ready(namesrv=f"{shown_host}:{server.port}")
+            await stop.wait()
+        finally:
+            await server.stop()
+
+
+# -- tidemq broker ------------------------------------------------------------------------
+
+
+@click.command("broker")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="JSON file whose keys are BrokerConfig fields (broker_name, listen_port, "
+    "namesrv_addrs, data_dir, ...). Topics are not auto-created unless it says so.",
+)
+def broker(config_path: Path) -> None:
+    """Run one broker registering with the name servers of its config (cluster mode)."""
+    try:
+        config = BrokerConfig.from_file(config_path)
+    except OSError as exc:
+        _abort(f"cannot read {config_path}: {exc.strerror or exc}")
+    except json.JSONDecodeError as exc:
+        _abort(f"{config_path} is not valid JSON: {exc}")
+    except (TypeError, ValueError) as exc:
+        text = str(exc)
+        _abort(text if text.startswith(str(config_path)) else f"{config_path}: {text}")
+    _run(lambda: _broker(config))
+
+
+async def _broker(config: BrokerConfig) -> None:
+    from tidemq.broker.app import Broker
+
+    async with _stop_signals() as stop:
+        server = Broker(config)
+        await _start("broker", f"{config.listen_host}:{config.listen_port}", server.start)
+        try:
+            _ready(broker=server.address, name=config.broker_name, cluster=config.cluster_name)
+            await stop.wait()
+        finally:
+            await server.stop()
+
+
+SERVER_COMMANDS: tuple[click.Command, ...] = (serve, namesrv, broker)
+"""Everything this module adds to the `tidemq` group."""

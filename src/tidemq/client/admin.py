@@ -1,0 +1,820 @@
+"""AdminClient: administer a tidemq (or RocketMQ 4.x/5.x) cluster over remoting.
+
+What each call sends follows Apache RocketMQ's `MQClientAPIImpl` and
+`MQAdminImpl` (rocketmq-all 4.9.7 / 5.x): the same request codes, header
+field names and JSON bodies, so the client also works against a Java name
+server and broker.
+
+    call                 request(s)                                   to
+    topic_route          105 GET_ROUTEINFO_BY_TOPIC                   name server
+    cluster_info         106 GET_BROKER_CLUSTER_INFO                  name server
+    all_topics           206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER       name server
+    create_topic         17 UPDATE_AND_CREATE_TOPIC                   every master of the cluster
+    update_topic         21 GET_ALL_TOPIC_CONFIG, then 17             masters serving the topic
+    delete_topic         215 DELETE_TOPIC_IN_BROKER, 216 ..._NAMESRV  masters, then name servers
+    topic_status         202 GET_TOPIC_STATS_INFO                     masters serving the topic
+    create_group         200 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP      every master of the cluster
+    list_groups          201 GET_ALL_SUBSCRIPTIONGROUP_CONFIG         every master
+    consumer_progress    208 GET_CONSUME_STATS                        masters
+    send                 310 SEND_MESSAGE_V2                          master of a round-robin queue
+    tail                 30 GET_MAX_OFFSET / 14 QUERY_CONSUMER_OFFSET, 11 PULL_MESSAGE (long
+                         polling), 15 UPDATE_CONSUMER_OFFSET when a group is given
+    query_by_key         12 QUERY_MESSAGE                             masters serving the topic
+    view_by_id           33 VIEW_MESSAGE_BY_ID                        the broker named in the id
+    reset_offset         222 INVOKE_BROKER_TO_RESET_OFFSET            masters serving the topic
+    broker_runtime_stats 28 GET_BROKER_RUNTIME_INFO                   one broker
+
+Name-server calls try each configured name server in turn until one answers.
+Every failure surfaces as one AdminError carrying a readable one-line message
+and a code: the response code and first remark line a server sent, or a
+client-side code (ResponseCode.RPC_*) when no answer came.
+
+The result types live in tidemq.client.model, the tail machinery in
+_tail.py, the lenient (fastjson) JSON reading and extra headers in _wire.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from tidemq.client._tail import TOOLS_CONSUMER_GROUP, Tail, TailSpec
+from tidemq.client._wire import (
+    TRANSPORT_CODES,
+    AdminError,
+    GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    ResetOffsetRequestHeader,
+    as_int,
+    attributes_text,
+    check,
+    connect_reason,
+    decode_body,
+    decode_messages,
+    first_line,
+    loads_lenient,
+    message_queue_key,
+    parse_address_list,
+    parse_tag_expression,
+    remark,
+)
+from tidemq.client.model import (
+    MASTER_ID,
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    BrokerData,
+    ClusterInfo,
+    GroupConfig,
+    QueueData,
+    QueueOffset,
+    QueueProgress,
+    QueueStatus,
+    SendResult,
+    TopicRoute,
+    broker_data_from_json,
+    group_config_json,
+    queue_data_from_json,
+)
+from tidemq.common import properties as props
+from tidemq.common.clock import SYSTEM_CLOCK, Clock
+from tidemq.common.message import MessageExt, MessageQueue
+from tidemq.common.message_id import UniqueIdGenerator, decode_offset_message_id
+from tidemq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
+from tidemq.protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    DeleteTopicRequestHeader,
+    GetRouteInfoRequestHeader,
+    QueryMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+    ViewMessageRequestHeader,
+    decode_header,
+    encode_header,
+)
+from tidemq.protocol.message_codec import decode_record
+from tidemq.transport.client import RemotingClient
+from tidemq.transport.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
+
+__all__ = [
+    "DEFAULT_CLUSTER",
+    "DEFAULT_TOPIC",
+    "MASTER_ID",
+    "PERM_INHERIT",
+    "PERM_READ",
+    "PERM_WRITE",
+    "AdminClient",
+    "AdminError",
+    "BrokerData",
+    "ClusterInfo",
+    "GroupConfig",
+    "QueueData",
+    "QueueOffset",
+    "QueueProgress",
+    "QueueStatus",
+    "SendResult",
+    "TopicRoute",
+    "loads_lenient",
+    "parse_address_list",
+    "parse_tag_expression",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOPIC = "TBW102"
+"""RocketMQ's AUTO_CREATE_TOPIC_KEY_TOPIC: the template route for auto-created topics."""
+DEFAULT_CLUSTER = "DefaultCluster"
+PRODUCER_GROUP = "DEFAULT_PRODUCER"
+"""Java MixAll.DEFAULT_PRODUCER_GROUP, used for sends from the tools."""
+UNIQUE_KEY_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
+"""Java MixAll.UNIQUE_MSG_QUERY_FLAG: extField of QUERY_MESSAGE."""
+MAX_QUERY_END = 2**63 - 1
+
+_SEND_OK_CODES: dict[int, str] = {
+    ResponseCode.SUCCESS: "SEND_OK",
+    ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
+    ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE",
+}
+
+
+class AdminClient:
+    """Async admin client; use as `async with AdminClient("127.0.0.1:9876") as admin:`."""
+
+    def __init__(
+        self,
+        namesrv: str | Sequence[str],
+        *,
+        timeout: float = 3.0,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._namesrv = parse_address_list(namesrv)
+        self._timeout = timeout
+        self._clock = clock
+        self._remoting: RemotingClient | None = None
+        self._ids: UniqueIdGenerator | None = None
+        self._publish_routes: dict[str, TopicRoute] = {}
+        self._send_index: dict[str, int] = {}
+
+    @property
+    def namesrv(self) -> list[str]:
+        return list(self._namesrv)
+
+    async def __aenter__(self) -> AdminClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        remoting, self._remoting = self._remoting, None
+        if remoting is not None:
+            await remoting.close()
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _client(self) -> RemotingClient:
+        if self._remoting is None:
+            self._remoting = RemotingClient()
+        return self._remoting
+
+    async def _call(
+        self,
+        address: str,
+        code: int,
+        ext_fields: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        *,
+        role: str = "broker",
+        timeout: float | None = None,
+    ) -> RemotingCommand:
+        wait = self._timeout if timeout is None else timeout
+        command = RemotingCommand.request(code, ext_fields, body)
+        try:
+            return await self._client().invoke(address, command, timeout=wait)
+        except RemotingConnectError as exc:
+            raise AdminError(
+                f"cannot reach the {role} at {address} ({connect_reason(exc)})",
+                ResponseCode.RPC_SEND_TO_CHANNEL_FAILED,
+            ) from exc
+        except RemotingTimeoutError as exc:
+            raise AdminError(
+                f"the {role} at {address} did not answer within {wait:g} s",
+                ResponseCode.RPC_TIME_OUT,
+            ) from exc
+        except (RemotingError, ProtocolError, OSError) as exc:
+            raise AdminError(
+                f"request to the {role} at {address} failed ({first_line(str(exc)) or exc!r})",
+                ResponseCode.RPC_UNKNOWN,
+            ) from exc
+
+    async def _call_namesrv(
+        self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b""
+    ) -> RemotingCommand:
+        failures: list[AdminError] = []
+        for address in self._namesrv:
+            try:
+                return await self._call(address, code, ext_fields, body, role="name server")
+            except AdminError as exc:
+                if exc.code not in TRANSPORT_CODES:
+                    raise
+                failures.append(exc)
+        if len(failures) == 1:
+            raise failures[0]
+        details = "; ".join(f.message for f in failures)
+        raise AdminError(f"cannot reach any name server: {details}", failures[-1].code)
+
+    async def _each(
+        self,
+        masters: Mapping[str, str],
+        code: int,
+        ext_fields: Mapping[str, str] | None = None,
+        body: bytes = b"",
+    ) -> dict[str, RemotingCommand]:
+        """The same request to several brokers at once; broker name -> response."""
+        names = list(masters)
+        responses = await asyncio.gather(
+            *(self._call(masters[name], code, ext_fields, body) for name in names)
+        )
+        return dict(zip(names, responses, strict=True))
+
+    # -- name server ------------------------------------------------------------------
+
+    async def topic_route(self, topic: str) -> TopicRoute:
+        header = GetRouteInfoRequestHeader(topic=topic)
+        response = await self._call_namesrv(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(header)
+        )
+        if response.code == ResponseCode.TOPIC_NOT_EXIST or (
+            response.code == ResponseCode.SUCCESS and not response.body
+        ):
+            raise AdminError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
+        document = decode_body(check(response), "route")
+        return TopicRoute(
+            topic=topic,
+            queue_datas=tuple(
+                sorted(
+                    (queue_data_from_json(q) for q in document.get("queueDatas") or []),
+                    key=lambda q: q.broker_name,
+                )
+            ),
+            broker_datas=tuple(
+                sorted(
+                    (broker_data_from_json(b) for b in document.get("brokerDatas") or []),
+                    key=lambda b: b.broker_name,
+                )
+            ),
+        )
+
+    async def cluster_info(self) -> ClusterInfo:
+        response = check(await self._call_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO))
+        document = decode_body(response, "cluster info")
+        brokers = {
+            str(name): broker_data_from_json(raw)
+            for name, raw in (document.get("brokerAddrTable") or {}).items()
+        }
+        clusters = {
+            str(name): tuple(sorted(str(b) for b in members or ()))
+            for name, members in (document.get("clusterAddrTable") or {}).items()
+        }
+        return ClusterInfo(dict(sorted(brokers.items())), dict(sorted(clusters.items())))
+
+    async def all_topics(self) -> list[str]:
+        response = await self._call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        document = decode_body(check(response), "topic list")
+        return sorted(str(t) for t in document.get("topicList") or ())
+
+    # -- topics ---------------------------------------------------------------------------
+
+    async def _target_masters(
+        self, cluster: str | None, brokers: Sequence[str] | None
+    ) -> dict[str, str]:
+        info = await self.cluster_info()
+        if cluster is not None and cluster not in info.clusters:
+            known = ", ".join(info.clusters) or "none"
+            raise AdminError(
+                f"cluster {cluster} not found (known clusters: {known})",
+                ResponseCode.BROKER_NOT_EXIST,
+            )
+        masters = info.masters(cluster)
+        if brokers:
+            unknown = sorted(set(brokers) - set(masters))
+            if unknown:
+                raise AdminError(
+                    f"no master broker named {', '.join(unknown)}", ResponseCode.BROKER_NOT_EXIST
+                )
+            masters = {name: masters[name] for name in sorted(set(brokers))}
+        if not masters:
+            where = f"cluster {cluster}" if cluster else "any cluster"
+            raise AdminError(f"no master broker in {where}", ResponseCode.BROKER_NOT_EXIST)
+        return masters
+
+    async def create_topic(
+        self,
+        name: str,
+        queues: int = 4,
+        perm: int = PERM_READ | PERM_WRITE,
+        brokers: Sequence[str] | None = None,
+        cluster: str | None = DEFAULT_CLUSTER,
+        attributes: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """Create (or update) `name` on every master of `cluster` (or on `brokers`).
+
+        Waits briefly for the brokers' registrations to show in the route;
+        returns the broker names.
+        """
+        masters = await self._target_masters(cluster, brokers)
+        header = CreateTopicRequestHeader(
+            topic=name,
+            default_topic=DEFAULT_TOPIC,
+            read_queue_nums=queues,
+            write_queue_nums=queues,
+            perm=perm,
+            topic_filter_type="SINGLE_TAG",
+            topic_sys_flag=0,
+            order=False,
+            attributes=attributes_text(attributes),
+        )
+        responses = await self._each(
+            masters, RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)
+        )
+        for response in responses.values():
+            check(response)
+        expected = {b: QueueData(b, queues, queues, perm) for b in masters}
+        await self._await_route(name, expected)
+        return list(masters)
+
+    async def _topic_configs(self, masters: Mapping[str, str], topic: str) -> dict[str, Any]:
+        responses = await self._each(masters, RequestCode.GET_ALL_TOPIC_CONFIG)
+        result: dict[str, Any] = {}
+        for broker, response in responses.items():
+            document = decode_body(check(response), "topic config")
+            config = (document.get("topicConfigTable") or {}).get(topic)
+            if isinstance(config, dict):
+                result[broker] = config
+        return result
+
+    async def update_topic(
+        self,
+        name: str,
+        *,
+        queues: int | None = None,
+        read_queues: int | None = None,
+        write_queues: int | None = None,
+        perm: int | None = None,
+    ) -> list[QueueData]:
+        """Change queue counts and/or permission of `name` on every broker serving it."""
+        route = await self.topic_route(name)
+        masters = route.masters()
+        configs = await self._topic_configs(masters, name)
+        updated: dict[str, QueueData] = {}
+        for broker, address in masters.items():
+            current = next(q for q in route.queue_datas if q.broker_name == broker)
+            config = configs.get(broker, {})
+            new = QueueData(
+                broker,
+                read_queues
+                or queues
+                or as_int(config.get("readQueueNums"), current.read_queue_nums),
+                write_queues
+                or queues
+                or as_int(config.get("writeQueueNums"), current.write_queue_nums),
+                perm if perm is not None else as_int(config.get("perm"), current.perm),
+            )
+            header = CreateTopicRequestHeader(
+                topic=name,
+                default_topic=DEFAULT_TOPIC,
+                read_queue_nums=new.read_queue_nums,
+                write_queue_nums=new.write_queue_nums,
+                perm=new.perm,
+                topic_filter_type=str(config.get("topicFilterType") or "SINGLE_TAG"),
+                topic_sys_flag=as_int(config.get("topicSysFlag"), current.topic_sys_flag),
+                order=bool(config.get("order", False)),
+            )
+            check(
+                await self._call(
+                    address, RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)
+                )
+            )
+            updated[broker] = new
+        await self._await_route(name, updated)
+        return list(updated.values())
+
+    async def _await_route(self, topic: str, expected: Mapping[str, QueueData]) -> None:
+        """Poll the route until every broker shows `expected`, for up to the timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        pause = 0.02
+        while True:
+            with contextlib.suppress(AdminError):
+                route = await self.topic_route(topic)
+                shown = {
+                    q.broker_name: (q.read_queue_nums, q.write_queue_nums, q.perm)
+                    for q in route.queue_datas
+                }
+                if all(
+                    shown.get(b) == (q.read_queue_nums, q.write_queue_nums, q.perm)
+                    for b, q in expected.items()
+                ):
+                    return
+            if loop.time() + pause > deadline:
+                log.info("route of %s does not show the change yet", topic)
+                return
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.2)
+
+    async def delete_topic(self, name: str) -> list[str]:
+        """Delete `name` on its brokers, then from every name server; returns the brokers."""
+        masters = (await self.topic_route(name)).masters()
+        header = encode_header(DeleteTopicRequestHeader(topic=name))
+        for response in (
+            await self._each(masters, RequestCode.DELETE_TOPIC_IN_BROKER, header)
+        ).values():
+            check(response)
+        ns_header = encode_header(DeleteTopicFromNamesrvRequestHeader(topic=name))
+        for address in self._namesrv:
+            response = await self._call(
+                address, RequestCode.DELETE_TOPIC_IN_NAMESRV, ns_header, role="name server"
+            )
+            check(response)
+        self._publish_routes.pop(name, None)
+        return list(masters)
+
+    async def topic_status(self, topic: str) -> list[QueueStatus]:
+        """Min/max offset and last store time of every queue of `topic`."""
+        masters = (await self.topic_route(topic)).masters()
+        header = encode_header(GetTopicStatsInfoRequestHeader(topic=topic))
+        rows: list[QueueStatus] = []
+        for broker, response in (
+            await self._each(masters, RequestCode.GET_TOPIC_STATS_INFO, header)
+        ).items():
+            document = decode_body(check(response), "topic stats")
+            for key, value in (document.get("offsetTable") or {}).items():
+                queue = self._queue_of(key, topic, broker)
+                value = value if isinstance(value, dict) else {}
+                rows.append(
+                    QueueStatus(
+                        topic=queue.topic,
+                        broker_name=queue.broker_name,
+                        queue_id=queue.queue_id,
+                        min_offset=as_int(value.get("minOffset")),
+                        max_offset=as_int(value.get("maxOffset")),
+                        last_update_timestamp=as_int(value.get("lastUpdateTimestamp")),
+                    )
+                )
+        return sorted(rows, key=lambda r: (r.broker_name, r.queue_id))
+
+    @staticmethod
+    def _queue_of(key: str, topic: str | None, broker: str) -> MessageQueue:
+        try:
+            return message_queue_key(key)
+        except ValueError as exc:
+            raise AdminError(
+                f"malformed queue key from broker {broker}: {exc}", ResponseCode.SYSTEM_ERROR
+            ) from None
+
+    # -- groups and offsets ---------------------------------------------------------------
+
+    async def create_group(
+        self,
+        name: str,
+        *,
+        retry_max_times: int = 16,
+        broadcast: bool = True,
+        orderly: bool = False,
+        from_min: bool = True,
+        brokers: Sequence[str] | None = None,
+        cluster: str | None = DEFAULT_CLUSTER,
+    ) -> list[str]:
+        """Create (or update) subscription group `name` on every master; returns the brokers."""
+        masters = await self._target_masters(cluster, brokers)
+        config = group_config_json(
+            name,
+            retry_max_times=retry_max_times,
+            broadcast=broadcast,
+            orderly=orderly,
+            from_min=from_min,
+        )
+        body = json.dumps(config).encode()
+        responses = await self._each(
+            masters, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body
+        )
+        for response in responses.values():
+            check(response)
+        return list(masters)
+
+    async def list_groups(self, cluster: str | None = None) -> list[GroupConfig]:
+        """Every subscription group of every master (of `cluster`), per broker."""
+        masters = (await self.cluster_info()).masters(cluster)
+        rows: list[GroupConfig] = []
+        responses = await self._each(masters, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        for broker, response in responses.items():
+            document = decode_body(check(response), "subscription groups")
+            for group, config in (document.get("subscriptionGroupTable") or {}).items():
+                rows.append(
+                    GroupConfig(str(group), broker, config if isinstance(config, dict) else {})
+                )
+        return sorted(rows, key=lambda g: (g.group_name, g.broker_name))
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
+        """Broker offset, consumer offset and lag per queue the group consumes."""
+        if topic is not None:
+            masters = (await self.topic_route(topic)).masters()
+        else:
+            masters = (await self.cluster_info()).masters()
+        header = encode_header(GetConsumeStatsRequestHeader(consumer_group=group, topic=topic))
+        rows: list[QueueProgress] = []
+        for broker, response in (
+            await self._each(masters, RequestCode.GET_CONSUME_STATS, header)
+        ).items():
+            if response.code != ResponseCode.SUCCESS and topic is None and len(masters) > 1:
+                log.info("broker %s: %s", broker, remark(response))
+                continue
+            document = decode_body(check(response), "consume stats")
+            for key, value in (document.get("offsetTable") or {}).items():
+                queue = self._queue_of(key, topic, broker)
+                value = value if isinstance(value, dict) else {}
+                rows.append(
+                    QueueProgress(
+                        topic=queue.topic,
+                        broker_name=queue.broker_name,
+                        queue_id=queue.queue_id,
+                        broker_offset=as_int(value.get("brokerOffset")),
+                        consumer_offset=as_int(value.get("consumerOffset"), -1),
+                        last_timestamp=as_int(value.get("lastTimestamp")),
+                    )
+                )
+        return sorted(rows, key=lambda r: (r.topic, r.broker_name, r.queue_id))
+
+    async def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> list[QueueOffset]:
+        """Move `group`'s offsets on `topic` to the first message stored at/after the time."""
+        masters = (await self.topic_route(topic)).masters()
+        header = encode_header(
+            ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms)
+        )
+        rows: list[QueueOffset] = []
+        for broker, response in (
+            await self._each(masters, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
+        ).items():
+            document = decode_body(check(response), "reset offset")
+            for key, value in (document.get("offsetTable") or {}).items():
+                queue = self._queue_of(key, topic, broker)
+                rows.append(
+                    QueueOffset(queue.topic, queue.broker_name, queue.queue_id, as_int(value))
+                )
+        return sorted(rows, key=lambda r: (r.broker_name, r.queue_id))
+
+    async def broker_runtime_stats(self, address: str) -> dict[str, str]:
+        """The broker's KVTable of runtime figures (GET_BROKER_RUNTIME_INFO)."""
+        response = check(await self._call(address, RequestCode.GET_BROKER_RUNTIME_INFO))
+        table = decode_body(response, "runtime info").get("table") or {}
+        return {str(k): str(v) for k, v in sorted(table.items())}
+
+    # -- messages -----------------------------------------------------------------------
+
+    async def _publish_route(self, topic: str) -> TopicRoute:
+        route = self._publish_routes.get(topic)
+        if route is not None:
+            return route
+        try:
+            route = await self.topic_route(topic)
+        except AdminError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            # As Java's producer: a broker that auto-creates topics registers the
+            # TBW102 template; send there and the broker creates the topic.
+            try:
+                template = await self.topic_route(DEFAULT_TOPIC)
+            except AdminError:
+                raise exc from None
+            route = TopicRoute(
+                topic,
+                tuple(
+                    QueueData(
+                        q.broker_name,
+                        min(4, q.read_queue_nums),
+                        min(4, q.write_queue_nums),
+                        q.perm & (PERM_READ | PERM_WRITE),
+                    )
+                    for q in template.queue_datas
+                    if q.perm & PERM_INHERIT
+                ),
+                template.broker_datas,
+            )
+            if not route.write_queues():
+                raise exc from None
+        self._publish_routes[topic] = route
+        return route
+
+    def _unique_id(self) -> str:
+        if self._ids is None:
+            self._ids = UniqueIdGenerator(self._clock)
+        return self._ids.next_id()
+
+    async def send(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        *,
+        flag: int = 0,
+    ) -> SendResult:
+        """Send one message to the next queue (round-robin) of `topic`."""
+        message_properties: dict[str, str] = {}
+        for key, value in (properties or {}).items():
+            if key in props.SYSTEM_KEYS:
+                raise ValueError(f"property {key} is reserved by RocketMQ")
+            if not key or any(c in key + value for c in "\x01\x02"):
+                raise ValueError(f"property {key!r} has an empty name or a separator character")
+            message_properties[key] = value
+        if tags:
+            message_properties[props.TAGS] = tags
+        key_text = keys if isinstance(keys, str) else " ".join(keys or ())
+        if key_text.strip():
+            message_properties[props.KEYS] = key_text.strip()
+        unique_id = self._unique_id()
+        message_properties[props.UNIQ_KEY] = unique_id
+        message_properties[props.WAIT] = "true"
+
+        route = await self._publish_route(topic)
+        queues = route.write_queues()
+        if not queues:
+            raise AdminError(f"topic {topic} has no writable queue", ResponseCode.NO_PERMISSION)
+        index = self._send_index.get(topic)
+        if index is None:
+            index = random.randrange(len(queues))
+        self._send_index[topic] = index + 1
+        queue = queues[index % len(queues)]
+        address = route.masters()[queue.broker_name]
+        header = SendMessageRequestHeaderV2(
+            producer_group=PRODUCER_GROUP,
+            topic=topic,
+            default_topic=DEFAULT_TOPIC,
+            default_topic_queue_nums=4,
+            queue_id=queue.queue_id,
+            sys_flag=0,
+            born_timestamp=self._clock.now_ms(),
+            flag=flag,
+            properties=props.encode_properties(message_properties),
+            reconsume_times=0,
+            unit_mode=False,
+            batch=False,
+        )
+        response = await self._call(
+            address, RequestCode.SEND_MESSAGE_V2, encode_header(header), body
+        )
+        status = _SEND_OK_CODES.get(response.code)
+        if status is None:
+            raise AdminError(remark(response), response.code)
+        try:
+            result = decode_header(SendMessageResponseHeader, response.ext_fields)
+        except ProtocolError as exc:
+            raise AdminError(f"malformed send response: {exc}", ResponseCode.SYSTEM_ERROR) from None
+        return SendResult(
+            status=status,
+            msg_id=unique_id,
+            offset_msg_id=result.msg_id,
+            topic=topic,
+            broker_name=queue.broker_name,
+            queue_id=result.queue_id,
+            queue_offset=result.queue_offset,
+        )
+
+    async def query_by_key(
+        self, topic: str, key: str, max_num: int = 32, *, unique: bool = False
+    ) -> list[MessageExt]:
+        """Messages of `topic` whose KEYS (or, with `unique`, UNIQ_KEY) holds `key`."""
+        masters = (await self.topic_route(topic)).masters()
+        header = encode_header(
+            QueryMessageRequestHeader(
+                topic=topic,
+                key=key,
+                max_num=max_num,
+                begin_timestamp=0,
+                end_timestamp=MAX_QUERY_END,
+            )
+        )
+        header[UNIQUE_KEY_QUERY_FLAG] = "true" if unique else "false"
+        found: dict[tuple[str, int], MessageExt] = {}
+        for address in masters.values():
+            response = await self._call(
+                address, RequestCode.QUERY_MESSAGE, header, timeout=self._timeout * 3
+            )
+            if response.code == ResponseCode.QUERY_NOT_FOUND:
+                continue
+            check(response)
+            for message in decode_messages(response.body, address):
+                if message.topic != topic:
+                    continue
+                matched = message.unique_key == key if unique else key in message.keys
+                if matched:
+                    found[(message.store_host, message.commit_log_offset)] = message
+        return sorted(found.values(), key=lambda m: (m.store_timestamp, m.msg_id))
+
+    async def view_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """The message with offset message id `msg_id` (store host + commit log offset)."""
+        try:
+            host, port, offset = decode_offset_message_id(msg_id.strip())
+        except ValueError:
+            raise AdminError(
+                f"{msg_id} is not an offset message id", ResponseCode.INVALID_PARAMETER
+            ) from None
+        address = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+        header = encode_header(ViewMessageRequestHeader(offset=offset, topic=topic))
+        response = check(await self._call(address, RequestCode.VIEW_MESSAGE_BY_ID, header))
+        try:
+            message, _ = decode_record(response.body, decompress=True)
+        except ProtocolError as exc:
+            raise AdminError(
+                f"malformed message from the broker at {address}: {exc}", ResponseCode.SYSTEM_ERROR
+            ) from None
+        return message
+
+    async def message_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """Look a message up by either id, as `mqadmin queryMsgById` does.
+
+        An offset id naming a known broker is viewed there; otherwise, with a
+        topic, the id is looked up as a client id (UNIQ_KEY) in the index.
+        """
+        msg_id = msg_id.strip()
+        view_error: AdminError | None = None
+        try:
+            host, port, _ = decode_offset_message_id(msg_id)
+        except ValueError:
+            raise AdminError(
+                f"{msg_id} is not a message id", ResponseCode.INVALID_PARAMETER
+            ) from None
+        known = set((await self.cluster_info()).masters().values())
+        if f"{host}:{port}" in known:
+            try:
+                return await self.view_by_id(msg_id, topic)
+            except AdminError as exc:
+                view_error = exc
+        if topic is None:
+            if view_error is not None:
+                raise view_error
+            raise AdminError(
+                f"{msg_id} names no known broker; give the topic to look it up as a client id",
+                ResponseCode.NO_MESSAGE,
+            )
+        found = await self.query_by_key(topic, msg_id, 32, unique=True)
+        if found:
+            return found[0]
+        if view_error is not None:
+            raise view_error
+        raise AdminError(f"no message {msg_id} in topic {topic}", ResponseCode.NO_MESSAGE)
+
+    # -- tailing ----------------------------------------------------------------------------
+
+    async def tail(
+        self,
+        topic: str,
+        expression: str = "*",
+        from_beginning: bool = False,
+        sql: str | None = None,
+        *,
+        group: str | None = None,
+        idle_timeout: float | None = None,
+    ) -> AsyncGenerator[MessageExt, None]:
+        """Messages of `topic` as they arrive, from every readable queue (long polling).
+
+        `expression` is a tag filter ("TagA || TagB", "*"), or `sql` a SQL92
+        filter. Starts at the end of each queue, or at its start with
+        `from_beginning`. With `group`, starts at that group's committed
+        offsets (if any) and commits what was delivered when the iteration
+        ends. Ends after `idle_timeout` seconds without a message, if given.
+        Close it (`contextlib.aclosing`) when stopping early.
+        """
+        route = await self.topic_route(topic)
+        masters = route.masters()
+        queues = [q for q in route.read_queues() if q.broker_name in masters]
+        if not queues:
+            raise AdminError(f"topic {topic} has no readable queue", ResponseCode.NO_PERMISSION)
+        subscription = sql if sql is not None else (expression.strip() or "*")
+        spec = TailSpec(
+            group=group or TOOLS_CONSUMER_GROUP,
+            subscription=subscription,
+            expression_type="SQL92" if sql is not None else "TAG",
+            sub_version=self._clock.now_ms(),
+            tags=None if sql is not None else parse_tag_expression(subscription),
+            commit=group is not None,
+        )
+        tail = Tail(self._call, masters, spec, self._timeout)
+        starts = {queue: await tail.start_offset(queue, from_beginning) for queue in queues}
+        async with contextlib.aclosing(tail.messages(starts, idle_timeout)) as messages:
+            async for message in messages:
+                yield message

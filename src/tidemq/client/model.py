@@ -1,0 +1,221 @@
+"""What the admin client returns: routes, cluster info, queue figures, send
+results, with the RocketMQ JSON they are read from (TopicRouteData,
+ClusterInfo, BrokerData, QueueData, SubscriptionGroupConfig)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tidemq.client._wire import as_int
+from tidemq.common.message import MessageQueue
+
+MASTER_ID = 0
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+"""Only the TBW102 template route carries it: topics may be created from it."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerData:
+    cluster: str
+    broker_name: str
+    addrs: dict[int, str]
+    """broker id -> "host:port"; id 0 is the master."""
+
+    @property
+    def master(self) -> str | None:
+        return self.addrs.get(MASTER_ID)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "brokerName": self.broker_name,
+            "brokerAddrs": {str(k): v for k, v in sorted(self.addrs.items())},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerName": self.broker_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "topicSysFlag": self.topic_sys_flag,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRoute:
+    """TopicRouteData: which brokers serve a topic with how many queues."""
+
+    topic: str
+    queue_datas: tuple[QueueData, ...]
+    broker_datas: tuple[BrokerData, ...]
+
+    def broker(self, broker_name: str) -> BrokerData | None:
+        return next((b for b in self.broker_datas if b.broker_name == broker_name), None)
+
+    def masters(self) -> dict[str, str]:
+        """broker name -> master address, for every broker holding queues of the topic."""
+        result: dict[str, str] = {}
+        for queue_data in self.queue_datas:
+            broker = self.broker(queue_data.broker_name)
+            if broker is not None and broker.master is not None:
+                result[queue_data.broker_name] = broker.master
+        return dict(sorted(result.items()))
+
+    def write_queues(self) -> list[MessageQueue]:
+        """Writable queues on brokers with a master, as a Java producer lists them."""
+        masters = self.masters()
+        return sorted(
+            MessageQueue(self.topic, q.broker_name, queue_id)
+            for q in self.queue_datas
+            if q.perm & PERM_WRITE and q.broker_name in masters
+            for queue_id in range(q.write_queue_nums)
+        )
+
+    def read_queues(self) -> list[MessageQueue]:
+        """Readable queues, as a Java consumer lists them."""
+        return sorted(
+            MessageQueue(self.topic, q.broker_name, queue_id)
+            for q in self.queue_datas
+            if q.perm & PERM_READ
+            for queue_id in range(q.read_queue_nums)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "queueDatas": [q.to_json() for q in self.queue_datas],
+            "brokerDatas": [b.to_json() for b in self.broker_datas],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    brokers: dict[str, BrokerData]
+    """broker name -> its addresses (brokerAddrTable)."""
+    clusters: dict[str, tuple[str, ...]]
+    """cluster name -> broker names (clusterAddrTable)."""
+
+    def masters(self, cluster: str | None = None) -> dict[str, str]:
+        """broker name -> master address, of one cluster or of all."""
+        if cluster is None:
+            names: Iterable[str] = self.brokers
+        else:
+            names = self.clusters.get(cluster, ())
+        result = {}
+        for name in names:
+            broker = self.brokers.get(name)
+            if broker is not None and broker.master is not None:
+                result[name] = broker.master
+        return dict(sorted(result.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """One queue of TopicStatsTable."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProgress:
+    """One queue of ConsumeStats (OffsetWrapper)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    @property
+    def lag(self) -> int:
+        """Messages stored but not yet consumed (consumer offset < 0 counts as 0)."""
+        return max(0, self.broker_offset - max(0, self.consumer_offset))
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOffset:
+    topic: str
+    broker_name: str
+    queue_id: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """A subscription group as one broker knows it (SubscriptionGroupConfig)."""
+
+    group_name: str
+    broker_name: str
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    status: str
+    msg_id: str
+    """The client id (UNIQ_KEY), what Java's SendResult.getMsgId() returns."""
+    offset_msg_id: str
+    """The broker's id (store host + commit log offset); view_by_id takes it."""
+    topic: str
+    broker_name: str
+    queue_id: int
+    queue_offset: int
+
+
+def broker_data_from_json(raw: Mapping[str, Any]) -> BrokerData:
+    addrs = raw.get("brokerAddrs") or {}
+    return BrokerData(
+        cluster=str(raw.get("cluster") or ""),
+        broker_name=str(raw.get("brokerName") or ""),
+        addrs={as_int(k, -1): str(v) for k, v in addrs.items()} if isinstance(addrs, dict) else {},
+    )
+
+
+def queue_data_from_json(raw: Mapping[str, Any]) -> QueueData:
+    return QueueData(
+        broker_name=str(raw.get("brokerName") or ""),
+        read_queue_nums=as_int(raw.get("readQueueNums")),
+        write_queue_nums=as_int(raw.get("writeQueueNums")),
+        perm=as_int(raw.get("perm")),
+        topic_sys_flag=as_int(raw.get("topicSysFlag", raw.get("topicSynFlag"))),
+    )
+
+
+def group_config_json(
+    name: str, *, retry_max_times: int, broadcast: bool, orderly: bool, from_min: bool
+) -> dict[str, Any]:
+    """A SubscriptionGroupConfig body with Java's defaults for the rest."""
+    return {
+        "groupName": name,
+        "consumeEnable": True,
+        "consumeFromMinEnable": from_min,
+        "consumeBroadcastEnable": broadcast,
+        "consumeMessageOrderly": orderly,
+        "retryQueueNums": 1,
+        "retryMaxTimes": retry_max_times,
+        "brokerId": MASTER_ID,
+        "whichBrokerWhenConsumeSlowly": 1,
+        "notifyConsumerIdsChangedEnable": True,
+        "groupSysFlag": 0,
+        "consumeTimeoutMinute": 15,
+        "attributes": {},
+    }

@@ -1,0 +1,117 @@
+"""The name server process: a RemotingServer over the route table, plus the expiry scan.
+
+Every ``scan_interval_s`` (10 s, as Java) brokers that have not registered
+for 120 s are removed and their connections closed. A broker whose
+registering connection closes is removed at once. Stopping cancels the scan
+and then stops the server (see transport/server.py for the order).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from tidemq.common.clock import SYSTEM_CLOCK, Clock
+from tidemq.transport import Connection, RemotingServer
+
+from .handlers import NamesrvHandlers
+from .routes import BROKER_EXPIRY_MS, BrokerRecord, RouteTable
+
+__all__ = ["DEFAULT_PORT", "NameServer"]
+
+logger = logging.getLogger("tidemq.namesrv")
+
+DEFAULT_PORT = 9876
+SCAN_INTERVAL_S = 10.0
+
+
+class NameServer:
+    """A name server listening on ``host:port`` (port 0 picks a free one)."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        scan_interval_s: float = SCAN_INTERVAL_S,
+        expiry_ms: int = BROKER_EXPIRY_MS,
+        max_in_flight: int = 1024,
+    ) -> None:
+        self.routes = RouteTable(clock, expiry_ms=expiry_ms)
+        self._scan_interval_s = scan_interval_s
+        self._server = RemotingServer(
+            "namesrv",
+            NamesrvHandlers(self.routes).table(),
+            host=host,
+            port=port,
+            max_in_flight=max_in_flight,
+            on_close=self._connection_closed,
+        )
+        self._scan_task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    @property
+    def address(self) -> str:
+        """``"host:port"`` as brokers and clients should dial it."""
+        return f"{self._server.host}:{self._server.port}"
+
+    @property
+    def server(self) -> RemotingServer:
+        return self._server
+
+    async def start(self) -> None:
+        await self._server.start()
+        self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop())
+        logger.info("name server listening on %s", self.address)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        task, self._scan_task = self._scan_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self._server.stop(grace)
+
+    async def __aenter__(self) -> NameServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def scan_now(self) -> list[BrokerRecord]:
+        """One expiry pass: remove silent brokers and close their connections."""
+        expired = self.routes.expire()
+        for record in expired:
+            logger.warning(
+                "broker expired after %d ms without registering: %s %s id %d at %s",
+                self.routes.expiry_ms,
+                record.cluster,
+                record.broker_name,
+                record.broker_id,
+                record.broker_addr,
+            )
+            if isinstance(record.channel, Connection):
+                record.channel.close()
+        return expired
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._scan_interval_s)
+            try:
+                self.scan_now()
+            except Exception:
+                logger.exception("broker expiry scan failed")
+
+    def _connection_closed(self, connection: Connection) -> None:
+        for record in self.routes.remove_channel(connection):
+            logger.info(
+                "broker removed, its connection closed: %s %s id %d at %s",
+                record.cluster,
+                record.broker_name,
+                record.broker_id,
+                record.broker_addr,
+            )

@@ -1,0 +1,29 @@
+"""The only code in tidemq that touches sockets: asyncio TCP remoting server and client.
+
+Framing and header codecs live in tidemq.protocol (sans-IO); this package adds
+connections, opaque matching, deadlines, bounded in-flight work and shutdown.
+"""
+
+from .client import RemotingClient, parse_address
+from .connection import Connection, Handler, OpaqueAllocator
+from .errors import (
+    RemotingClosedError,
+    RemotingConnectError,
+    RemotingError,
+    RemotingTimeoutError,
+)
+from .server import RemotingServer, not_supported
+
+__all__ = [
+    "Connection",
+    "Handler",
+    "OpaqueAllocator",
+    "RemotingClient",
+    "RemotingClosedError",
+    "RemotingConnectError",
+    "RemotingError",
+    "RemotingServer",
+    "RemotingTimeoutError",
+    "not_supported",
+    "parse_address",
+]

@@ -1,0 +1,445 @@
+"""One remoting connection, either end: frames in, commands dispatched, frames out.
+
+A ``Connection`` is the asyncio protocol of one TCP stream. Bytes go through a
+``CommandDecoder``; each decoded command is either
+
+* a **response** (flag bit 0): it completes the pending ``request`` with the
+  same opaque (an unknown opaque is logged and dropped), or
+* a **request**: it runs ``handler(request, connection)`` in its own task, so
+  many requests are in flight at once and are answered in any order. The
+  answer gets the request's opaque, the response flag and the request's
+  serialize type whatever the handler set; oneway requests (flag bit 1) and
+  handlers returning None get no answer. More than ``max_in_flight``
+  unfinished requests -> immediate SYSTEM_BUSY. A handler raising
+  ValueError (HeaderError and ProtocolError are ValueErrors) -> SYSTEM_ERROR
+  with the exception text as remark; any other exception -> SYSTEM_ERROR,
+  logged with its traceback.
+
+Writes never block and frames never interleave: each frame is encoded whole
+and queued; the frames queued during one event-loop pass go to the transport
+in one ``writelines`` call at the end of the pass (one syscall for many
+answers; ``close`` flushes the queue first). The transport's buffer is
+bounded: once it holds more than ``max_write_buffer`` bytes (the peer stopped
+reading) the connection is aborted. A malformed or oversized frame aborts the
+connection too; nothing else is affected.
+
+Handler tasks belong to the ``TaskSet`` of the owner (server or client), not
+to the connection: when the peer goes away, running handlers finish (their
+answers are dropped) and the owner cancels whatever is left when it stops.
+Closing fails every pending ``request`` with RemotingClosedError at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeAlias
+
+from tidemq.protocol.codes import ResponseCode, request_code_name
+from tidemq.protocol.command import (
+    ONEWAY_FLAG,
+    RESPONSE_FLAG,
+    CommandDecoder,
+    RemotingCommand,
+)
+from tidemq.protocol.errors import ProtocolError
+from tidemq.protocol.frame import MAX_FRAME_SIZE
+
+from ._tasks import TaskSet
+from .errors import RemotingClosedError, RemotingTimeoutError
+
+logger = logging.getLogger("tidemq.transport")
+
+DEFAULT_MAX_IN_FLIGHT = 1024
+DEFAULT_MAX_WRITE_BUFFER = 64 * 1024 * 1024
+"""Bytes queued for a peer that does not read before its connection is aborted."""
+
+OPAQUE_LIMIT = 2**31 - 10
+"""Opaques run 1, 2, ... and wrap back to 1 before reaching this (as ali-ons and Java)."""
+
+_CONNECTION_IDS = itertools.count(1)
+_NO_ADDRESS = ("", 0)
+
+
+class OpaqueAllocator:
+    """Request ids: 1, 2, ... wrapping back to 1 below OPAQUE_LIMIT."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        self._next = 1
+
+    def allocate(self) -> int:
+        value = self._next
+        self._next = value + 1 if value + 1 < OPAQUE_LIMIT else 1
+        return value
+
+
+class Connection(asyncio.Protocol):
+    """One TCP peer: send frames, issue requests to the peer, answer its requests."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        tasks: TaskSet,
+        *,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_frame_size: int = MAX_FRAME_SIZE,
+        max_write_buffer: int = DEFAULT_MAX_WRITE_BUFFER,
+        opaques: OpaqueAllocator | None = None,
+        on_open: Callable[[Connection], None] | None = None,
+        on_close: Callable[[Connection], None] | None = None,
+        name: str = "remoting",
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
+        self.id = next(_CONNECTION_IDS)
+        self.remote: tuple[str, int] = _NO_ADDRESS
+        self.local: tuple[str, int] = _NO_ADDRESS
+        self.attributes: dict[str, object] = {}
+        self._handler = handler
+        self._tasks = tasks
+        self._max_in_flight = max_in_flight
+        self._max_write_buffer = max_write_buffer
+        self._decoder = CommandDecoder(max_frame_size)
+        self._opaques = opaques if opaques is not None else OpaqueAllocator()
+        self._on_open = on_open
+        self._on_close = on_close
+        self._name = name
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._in_flight = 0
+        self._closed = False
+        self._writing_paused = False
+        self._outbox: list[bytes] = []
+        self._flush_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lost: asyncio.Future[None] | None = None
+
+    def __repr__(self) -> str:
+        host, port = self.remote
+        return f"<Connection #{self.id} {self._name} peer={host}:{port}>"
+
+    # --- public API ----------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once close/abort was called or the peer went away."""
+        return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        """Requests from the peer whose handler has not finished yet."""
+        return self._in_flight
+
+    @property
+    def pending(self) -> int:
+        """Requests to the peer still waiting for their response."""
+        return len(self._pending)
+
+    def send(self, command: RemotingCommand) -> None:
+        """Queue one frame as is (a response or a oneway push); dropped if closed.
+
+        Raises ProtocolError if the command cannot be encoded.
+        """
+        if self._closed:
+            return
+        self._write(command.encode())
+
+    def send_oneway(self, command: RemotingCommand) -> None:
+        """Send a request that expects no answer: gives it an opaque and sets the oneway bit.
+
+        Raises RemotingClosedError if the connection is closed.
+        """
+        if self._closed:
+            raise RemotingClosedError(f"{self!r} is closed")
+        outgoing = _outgoing(
+            command, self._opaques.allocate(), (command.flag | ONEWAY_FLAG) & ~RESPONSE_FLAG
+        )
+        self._write(outgoing.encode())
+
+    async def request(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send ``command`` with a fresh opaque and wait for the peer's response.
+
+        The caller's command is not modified. Raises RemotingTimeoutError after
+        ``timeout`` seconds (the connection stays open; a late answer is
+        dropped) and RemotingClosedError if the connection closes first.
+        """
+        if self._closed:
+            raise RemotingClosedError(f"{self!r} is closed")
+        opaque = self._next_free_opaque()
+        outgoing = _outgoing(command, opaque, command.flag & ~(RESPONSE_FLAG | ONEWAY_FLAG))
+        data = outgoing.encode()
+        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[opaque] = future
+        try:
+            self._write(data)
+            async with asyncio.timeout(timeout):
+                return await future
+        except TimeoutError:
+            raise RemotingTimeoutError(
+                f"{request_code_name(command.code)} to {self.remote[0]}:{self.remote[1]} "
+                f"got no response within {timeout:g}s (opaque {opaque})"
+            ) from None
+        finally:
+            if self._pending.get(opaque) is future:
+                del self._pending[opaque]
+            if future.done() and not future.cancelled():
+                future.exception()  # mark retrieved: nobody else will look at it
+
+    def close(self) -> None:
+        """Close after flushing what is queued; pending requests fail now."""
+        if self._closed:
+            return
+        self._flush()
+        self._mark_closed("connection closed")
+        if self._transport is not None:
+            self._transport.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping queued output; pending requests fail now."""
+        self._mark_closed("connection aborted")
+        self._outbox = []
+        if self._transport is not None:
+            self._transport.abort()
+
+    async def wait_closed(self, timeout: float | None = None) -> bool:
+        """Wait until the transport is gone; False if ``timeout`` passed first."""
+        lost = self._lost
+        if lost is None:
+            return True
+        if timeout is None:
+            await asyncio.shield(lost)
+            return True
+        done, _ = await asyncio.wait({lost}, timeout=timeout)
+        return bool(done)
+
+    # --- asyncio.Protocol ------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if not isinstance(transport, asyncio.Transport):
+            raise TypeError(f"a stream transport is needed, got {type(transport).__name__}")
+        self._transport = transport
+        self._loop = asyncio.get_running_loop()
+        self._lost = self._loop.create_future()
+        self.remote = _address(transport.get_extra_info("peername"))
+        self.local = _address(transport.get_extra_info("sockname"))
+        logger.debug("%s: %r opened", self._name, self)
+        if self._on_open is not None:
+            self._on_open(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._mark_closed("connection lost" if exc is None else f"connection lost: {exc}")
+        self._outbox = []
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(None)
+        logger.debug("%s: %r closed%s", self._name, self, f" ({exc})" if exc else "")
+        if self._on_close is not None:
+            try:
+                self._on_close(self)
+            except Exception:
+                logger.exception("%s: on_close callback failed for %r", self._name, self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        try:
+            commands = self._decoder.feed(data)
+        except ProtocolError as exc:
+            logger.warning("%s: bad frame from %r, closing it: %s", self._name, self, exc)
+            self.abort()
+            return
+        for command in commands:
+            if command.flag & RESPONSE_FLAG:
+                self._complete(command)
+            else:
+                self._dispatch(command)
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._check_write_buffer()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+
+    # --- internals -------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        # Frames written during one event-loop pass go out in one writelines call
+        # (one syscall instead of one per frame); each frame stays whole.
+        if self._closed or self._loop is None:
+            return
+        self._outbox.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        outbox, self._outbox = self._outbox, []
+        transport = self._transport
+        if not outbox or transport is None or transport.is_closing():
+            return
+        if len(outbox) == 1:
+            transport.write(outbox[0])
+        else:
+            transport.writelines(outbox)
+        if self._writing_paused:
+            self._check_write_buffer()
+
+    def _check_write_buffer(self) -> None:
+        transport = self._transport
+        if transport is not None and transport.get_write_buffer_size() > self._max_write_buffer:
+            logger.warning(
+                "%s: %r does not read; %d bytes queued exceed %d, aborting",
+                self._name,
+                self,
+                transport.get_write_buffer_size(),
+                self._max_write_buffer,
+            )
+            self.abort()
+
+    def _mark_closed(self, reason: str) -> bool:
+        if self._closed:
+            return False
+        self._closed = True
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(RemotingClosedError(f"{self!r}: {reason}"))
+        return True
+
+    def _next_free_opaque(self) -> int:
+        for _ in range(len(self._pending) + 1):
+            opaque = self._opaques.allocate()
+            if opaque not in self._pending:
+                return opaque
+        raise AssertionError("unreachable: more pending requests than opaques tried")
+
+    def _complete(self, response: RemotingCommand) -> None:
+        future = self._pending.pop(response.opaque, None)
+        if future is None or future.done():
+            logger.debug(
+                "%s: %r dropped a response with unknown opaque %d (late or unsolicited)",
+                self._name,
+                self,
+                response.opaque,
+            )
+            return
+        future.set_result(response)
+
+    def _dispatch(self, request: RemotingCommand) -> None:
+        if self._in_flight >= self._max_in_flight:
+            logger.warning(
+                "%s: %r has %d requests in flight, refusing %s",
+                self._name,
+                self,
+                self._in_flight,
+                request_code_name(request.code),
+            )
+            if not request.flag & ONEWAY_FLAG:
+                remark = (
+                    f"[OVERLOAD]system busy, {self._in_flight} requests in flight on this "
+                    f"connection (limit {self._max_in_flight}), start flow control for a while"
+                )
+                self._answer(
+                    request,
+                    RemotingCommand.response_to(request, ResponseCode.SYSTEM_BUSY, remark),
+                )
+            return
+        self._in_flight += 1
+        task = self._tasks.spawn(self._run(request))
+        task.add_done_callback(self._request_done)
+
+    def _request_done(self, _task: asyncio.Task[None]) -> None:
+        self._in_flight -= 1
+
+    async def _run(self, request: RemotingCommand) -> None:
+        try:
+            response = await self._handler(request, self)
+        except ValueError as exc:
+            logger.debug(
+                "%s: %s from %r refused: %s",
+                self._name,
+                request_code_name(request.code),
+                self,
+                exc,
+                exc_info=True,
+            )
+            response = RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        except Exception as exc:
+            logger.exception(
+                "%s: handler for %s from %r failed",
+                self._name,
+                request_code_name(request.code),
+                self,
+            )
+            response = RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
+            )
+        if response is not None and not request.flag & ONEWAY_FLAG:
+            self._answer(request, response)
+
+    def _answer(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        if self._closed:
+            return
+        response.opaque = request.opaque
+        response.flag |= RESPONSE_FLAG
+        response.serialize_type = request.serialize_type
+        try:
+            data = response.encode()
+        except ProtocolError as exc:
+            logger.error(
+                "%s: response to %s cannot be encoded: %s",
+                self._name,
+                request_code_name(request.code),
+                exc,
+            )
+            data = RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"response cannot be encoded: {exc}"
+            ).encode()
+        self._write(data)
+
+
+Handler: TypeAlias = Callable[[RemotingCommand, Connection], Awaitable[RemotingCommand | None]]
+"""Answers one request: returns the response, or None to send nothing."""
+
+
+def _outgoing(command: RemotingCommand, opaque: int, flag: int) -> RemotingCommand:
+    """A shallow copy of ``command`` with its own opaque and flag (the caller's stays as is)."""
+    return RemotingCommand(
+        command.code,
+        command.language,
+        command.version,
+        opaque,
+        flag,
+        command.remark,
+        command.ext_fields,
+        command.body,
+        command.serialize_type,
+    )
+
+
+def _address(info: object) -> tuple[str, int]:
+    if isinstance(info, tuple) and len(info) >= 2:
+        return str(info[0]), int(info[1])
+    return _NO_ADDRESS
+
+
+async def close_connections(connections: list[Connection], timeout: float) -> None:
+    """Close each connection, flushing output; abort those not gone within ``timeout``."""
+    for connection in connections:
+        connection.close()
+    if not connections:
+        return
+    results = await asyncio.gather(*(c.wait_closed(timeout) for c in connections))
+    stragglers = [c for c, done in zip(connections, results, strict=True) if not done]
+    for connection in stragglers:
+        connection.abort()
+    if stragglers:
+        await asyncio.gather(*(c.wait_closed(1.0) for c in stragglers))

@@ -1,0 +1,338 @@
+"""`tidemq serve`, `tidemq namesrv`, `tidemq broker` and the admin CLI as real processes.
+
+Every server runs as a subprocess on free ports; every CLI call is a fresh
+`python -m tidemq.cli.main` process. Conditions are waited for by polling
+with deadlines, and every child is killed in a `finally`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+READY_DEADLINE_S = 30.0
+STOP_DEADLINE_S = 30.0
+CLI_DEADLINE_S = 60.0
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TIDEMQ_HOME"] = str(home)
+    env.pop("TIDEMQ_NAMESRV", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Process:
+    """A server subprocess whose stdout is read line by line in a thread."""
+
+    def __init__(self, args: list[str], home: Path, log: Path) -> None:
+        self.log = log
+        self._log_file = log.open("wb")
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "tidemq.cli.main", *args],
+            stdout=subprocess.PIPE,
+            stderr=self._log_file,
+            env=_env(home),
+            text=True,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.output: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_ready(self) -> dict[str, str]:
+        """The key=value fields of the `tidemq ready ...` line."""
+        deadline = time.monotonic() + READY_DEADLINE_S
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no ready line in time; stderr:\n{self.stderr()}")
+            try:
+                line = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError(
+                    f"exited with {self.popen.wait()} before ready:\n"
+                    f"{''.join(self.output)}\n{self.stderr()}"
+                )
+            self.output.append(line)
+            if line.startswith("tidemq ready "):
+                return dict(item.split("=", 1) for item in line.split()[2:])
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Send `sig` and wait for the exit code."""
+        self.popen.send_signal(sig)
+        try:
+            return self.popen.wait(timeout=STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"did not exit in time; stderr:\n{self.stderr()}") from None
+
+    def kill(self) -> None:
+        """Kill if still running, then release the pipes and the log file."""
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(timeout=STOP_DEADLINE_S)
+        self._reader.join(timeout=STOP_DEADLINE_S)
+        if self.popen.stdout is not None:
+            self.popen.stdout.close()
+        self._log_file.close()
+
+    def stderr(self) -> str:
+        self._log_file.flush()
+        return self.log.read_text(errors="replace")
+
+
+@contextmanager
+def started(args: list[str], home: Path, name: str) -> Iterator[tuple[Process, dict[str, str]]]:
+    process = Process(args, home, home / f"{name}.log")
+    try:
+        yield process, process.wait_ready()
+    finally:
+        process.kill()
+
+
+class Cli:
+    def __init__(self, home: Path, namesrv: str) -> None:
+        self.home = home
+        self.namesrv = namesrv
+
+    def run(self, *args: str, namesrv: str | None = None) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "tidemq.cli.main", *args]
+        command += ["--namesrv", namesrv or self.namesrv]
+        return subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            env=_env(self.home),
+            timeout=CLI_DEADLINE_S,
+            check=False,
+        )
+
+    def json(self, *args: str) -> Any:
+        result = self.run(*args, "--json")
+        assert result.returncode == 0, f"{args}: {result.stderr}"
+        return json.loads(result.stdout)
+
+    def json_lines(self, *args: str) -> list[Any]:
+        result = self.run(*args, "--json")
+        assert result.returncode == 0, f"{args}: {result.stderr}"
+        return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def poll(check: Callable[[], T | None], what: str, deadline_s: float = 20.0) -> T:
+    deadline = time.monotonic() + deadline_s
+    pause = 0.05
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
+def serve_args(data: Path) -> list[str]:
+    return ["serve", "--data-dir", str(data), "--namesrv-port", "0", "--broker-port", "0"]
+
+
+def test_standalone_server_and_every_admin_command(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with started(serve_args(data), tmp_path, "serve") as (server, ready):
+        cli = Cli(tmp_path, ready["namesrv"])
+        banner = "".join(server.output)
+        assert ready["namesrv"] in banner
+        assert f"nameSrv: '{ready['namesrv']}'" in banner
+
+        created = cli.json("topic", "create", "Orders", "--queues", "4")
+        assert created["brokers"] == ["broker-a"]
+        assert "Orders" in cli.json("topic", "list")
+        route = cli.json("topic", "route", "Orders")
+        assert [q["brokerName"] for q in route["queueDatas"]] == ["broker-a"]
+        assert route["queueDatas"][0]["readQueueNums"] == 4
+        assert route["brokerDatas"][0]["brokerAddrs"]["0"] == ready["broker"]
+
+        sent = {}
+        for body, tag, key in (
+            ("one", "TagA", "k1"),
+            ("two", "TagB", "k2"),
+            ("three", "TagA", "k3"),
+        ):
+            (row,) = cli.json("send", "Orders", body, "--tags", tag, "--keys", key)
+            assert row["status"] == "SEND_OK"
+            sent[body] = row
+        status = cli.json("topic", "status", "Orders")
+        assert sum(q["max_offset"] for q in status) == 3
+
+        tagged = cli.json_lines(
+            "consume",
+            "Orders",
+            "--tags",
+            "TagA",
+            "--from-beginning",
+            "--max",
+            "2",
+            "--timeout",
+            "20",
+        )
+        assert sorted(m["body"] for m in tagged) == ["one", "three"]
+        assert {m["tags"] for m in tagged} == {"TagA"}
+        assert {m["msg_id"] for m in tagged} == {sent["one"]["msg_id"], sent["three"]["msg_id"]}
+
+        people = cli.run("consume", "Orders", "--from-beginning", "--max", "3", "--timeout", "20")
+        assert people.returncode == 0, people.stderr
+        assert len(people.stdout.splitlines()) == 3
+        assert 'body="two"' in people.stdout
+
+        def by_key() -> list[Any] | None:
+            result = cli.run("message", "query", "--topic", "Orders", "--key", "k2", "--json")
+            return json.loads(result.stdout) if result.returncode == 0 else None
+
+        (found,) = poll(by_key, "the key index to find k2")
+        assert (found["body"], found["tags"]) == ("two", "TagB")
+        viewed = cli.json("message", "query", "--id", sent["one"]["offset_msg_id"])
+        assert (viewed["body"], viewed["queue_offset"]) == ("one", sent["one"]["queue_offset"])
+        by_client_id = cli.json(
+            "message", "query", "--id", sent["three"]["msg_id"], "--topic", "Orders"
+        )
+        assert by_client_id["body"] == "three"
+
+        consumed = cli.json_lines(
+            "consume",
+            "Orders",
+            "--group",
+            "cg-cli",
+            "--from-beginning",
+            "--max",
+            "3",
+            "--timeout",
+            "20",
+        )
+        assert len(consumed) == 3
+        progress = cli.json("consumer", "progress", "cg-cli", "--topic", "Orders")
+        assert progress["total_lag"] == 0
+        assert (
+            sum(q["consumer_offset"] for q in progress["queues"] if q["consumer_offset"] > 0) == 3
+        )
+
+        reset = cli.json("offset", "reset", "cg-cli", "Orders", "--timestamp", "0")
+        assert {r["offset"] for r in reset} == {0}
+        after = cli.json("consumer", "progress", "cg-cli", "--topic", "Orders")
+        assert after["total_lag"] == 3
+
+        (broker,) = cli.json("cluster", "list")
+        assert (broker["cluster"], broker["broker"], broker["address"]) == (
+            "DefaultCluster",
+            "broker-a",
+            ready["broker"],
+        )
+
+        assert cli.json("group", "create", "cg-made")["brokers"] == ["broker-a"]
+        assert "cg-made" in {g["group"] for g in cli.json("group", "list")}
+
+        down = cli.run("topic", "list", namesrv=f"127.0.0.1:{free_port()}")
+        assert down.returncode != 0
+        assert "cannot reach the name server at 127.0.0.1:" in down.stderr
+        assert "(connection refused)" in down.stderr
+        assert len(down.stderr.strip().splitlines()) == 1
+
+        unknown = cli.run("topic", "route", "NoSuchTopic")
+        assert unknown.returncode != 0
+        assert "topic NoSuchTopic does not exist" in unknown.stderr
+
+        invalid = cli.run("topic", "create", "bad topic!")
+        assert invalid.returncode != 0
+        assert invalid.stderr.startswith("Error: ")
+        assert len(invalid.stderr.strip().splitlines()) == 1
+
+        assert server.stop(signal.SIGTERM) == 0
+
+    # the same data directory after a restart
+    with started(serve_args(data), tmp_path, "serve-again") as (server, ready):
+        cli = Cli(tmp_path, ready["namesrv"])
+        assert cli.json("topic", "route", "Orders")["queueDatas"][0]["writeQueueNums"] == 4
+        assert sum(q["max_offset"] for q in cli.json("topic", "status", "Orders")) == 3
+        again = cli.json_lines(
+            "consume", "Orders", "--from-beginning", "--max", "3", "--timeout", "20"
+        )
+        assert sorted(m["body"] for m in again) == ["one", "three", "two"]
+        assert server.stop(signal.SIGINT) == 0
+
+
+def test_two_brokers_in_cluster_mode(tmp_path: Path) -> None:
+    with started(["namesrv", "--port", "0"], tmp_path, "namesrv") as (namesrv, ns_ready):
+        namesrv_address = ns_ready["namesrv"]
+        brokers = []
+        try:
+            for name in ("broker-a", "broker-b"):
+                config = tmp_path / f"{name}.json"
+                config.write_text(
+                    json.dumps(
+                        {
+                            "broker_name": name,
+                            "listen_port": 0,
+                            "namesrv_addrs": [namesrv_address],
+                            "data_dir": str(tmp_path / name),
+                        }
+                    )
+                )
+                process = Process(
+                    ["broker", "--config", str(config)], tmp_path, tmp_path / f"{name}.log"
+                )
+                brokers.append(process)
+                fields = process.wait_ready()
+                assert fields["name"] == name
+            cli = Cli(tmp_path, namesrv_address)
+
+            def both_registered() -> list[Any] | None:
+                rows = cli.json("cluster", "list")
+                return rows if {r["broker"] for r in rows} == {"broker-a", "broker-b"} else None
+
+            poll(both_registered, "both brokers to register")
+            created = cli.json("topic", "create", "Spread", "--queues", "2")
+            assert created["brokers"] == ["broker-a", "broker-b"]
+            route = cli.json("topic", "route", "Spread")
+            assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-a", "broker-b"]
+            assert {b["brokerName"] for b in route["brokerDatas"]} == {"broker-a", "broker-b"}
+
+            unknown = cli.run("send", "NotCreated", "x")
+            assert unknown.returncode != 0
+            assert "NotCreated" in unknown.stderr
+
+            for process in brokers:
+                assert process.stop() == 0
+            assert namesrv.stop() == 0
+        finally:
+            for process in brokers:
+                process.kill()

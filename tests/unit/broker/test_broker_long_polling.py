@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tidemq.broker.long_polling import LongPollingService, Wake
+from tidemq.common.clock import ManualClock
+from tidemq.common.hashing import tag_code
+
+
+async def test_an_arrival_at_or_past_the_offset_wakes_the_pull() -> None:
+    service = LongPollingService(clock=ManualClock())
+    held = service.hold("T", 0, 5, 10.0)
+    assert held is not None
+    assert service.held_count == 1
+    assert service.notify_arrival("T", 1, 9, 0) == 0  # another queue
+    assert service.notify_arrival("T", 0, 4, 0) == 0  # before the offset
+    assert service.notify_arrival("T", 0, 5, 0) == 1
+    assert await service.wait(held) is Wake.ARRIVED
+    assert service.held_count == 0
+
+
+async def test_the_tag_filter_decides_which_arrivals_wake() -> None:
+    service = LongPollingService(clock=ManualClock())
+    wanted = tag_code("TagA")
+    held = service.hold("T", 0, 0, 10.0, lambda code: code == wanted)
+    assert held is not None
+    assert service.notify_arrival("T", 0, 0, tag_code("TagB")) == 0
+    assert not held.future.done()
+    assert service.notify_arrival("T", 0, 1, wanted) == 1
+    assert await service.wait(held) is Wake.ARRIVED
+
+
+async def test_recheck_wakes_pulls_whose_queue_grew_whatever_the_filter() -> None:
+    service = LongPollingService(clock=ManualClock())
+    held = service.hold("T", 0, 3, 10.0, lambda code: False)
+    other = service.hold("T", 1, 3, 10.0)
+    assert held is not None and other is not None
+    max_offsets = {("T", 0): 4, ("T", 1): 3}
+    assert service.recheck(lambda t, q: max_offsets[(t, q)]) == 1
+    assert await service.wait(held) is Wake.RECHECK
+    assert not other.future.done()
+    assert service.held_for("T", 1) == 1
+
+
+async def test_a_pull_is_answered_at_its_timeout() -> None:
+    service = LongPollingService()
+    held = service.hold("T", 0, 0, 0.2)
+    assert held is not None
+    started = time.monotonic()
+    assert await service.wait(held) is Wake.TIMEOUT
+    assert 0.15 <= time.monotonic() - started < 2.0
+    assert service.held_count == 0
+
+
+async def test_expire_uses_the_injected_clock() -> None:
+    clock = ManualClock()
+    service = LongPollingService(clock=clock)
+    held = service.hold("T", 0, 0, 15.0)
+    assert held is not None
+    clock.advance(14)
+    assert service.expire() == 0
+    clock.advance(1)
+    assert service.expire() == 1
+    assert await service.wait(held) is Wake.TIMEOUT
+
+
+async def test_holds_are_bounded_and_capped() -> None:
+    service = LongPollingService(clock=ManualClock(), max_held=2, max_suspend_s=1.0)
+    first = service.hold("T", 0, 0, 100.0)
+    assert first is not None and first.timeout_s == 1.0
+    assert service.hold("T", 0, 0, 1.0) is not None
+    assert service.hold("T", 0, 0, 1.0) is None
+    assert service.wake_all() == 2
+    assert service.hold("T", 0, 0, 1.0) is None  # closed
+
+
+async def test_a_cancelled_waiter_is_unparked() -> None:
+    service = LongPollingService(clock=ManualClock())
+    held = service.hold("T", 0, 0, 10.0)
+    assert held is not None
+    task = asyncio.create_task(service.wait(held))
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert service.held_count == 0
