@@ -59,8 +59,7 @@ def demo(data_dir: Path | None, messages: int, flush: str, as_json: bool) -> Non
         console.print(
             f"\nThe data stays in [bold]{root}[/]. Look at it with "
             f"[bold]tidemq store inspect --data-dir {root}[/].\n"
-            "The broker, name server and CLI clients arrive with the next issue; "
-            "then `make run` starts a standalone server instead of this demo."
+            "To run a server that RocketMQ clients can use, start `tidemq serve`."
         )
 
 
