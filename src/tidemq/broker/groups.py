@@ -13,7 +13,7 @@ File layout (RocketMQ's SubscriptionGroupManager)::
 
 A group is created on first sight (heartbeat, pull, send-back) when
 auto-creation is on, as RocketMQ's `autoCreateSubscriptionGroup` does; the
-system groups always exist. Writes are atomic (see topics.write_json_atomic).
+system groups always exist. Writes are atomic (common.atomic_file).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tidemq.broker.topics import DataVersion, read_json_file, write_json_atomic
+from tidemq.broker.topics import DataVersion, read_json_file
+from tidemq.common.atomic_file import write_json_atomically
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
@@ -215,7 +216,7 @@ class SubscriptionGroupManager:
         }
 
     def persist(self) -> None:
-        write_json_atomic(self.path, self.serialize())
+        write_json_atomically(self.path, self.serialize())
 
     def _changed(self) -> None:
         self.data_version.next_version(self.clock.now_ms())

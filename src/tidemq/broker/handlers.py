@@ -59,7 +59,6 @@ import ipaddress
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from tidemq.broker.consumers import ClientChannel, parse_heartbeat
@@ -73,6 +72,15 @@ from tidemq.broker.service import (
     message_queue_key,
 )
 from tidemq.broker.topics import TopicConfig
+from tidemq.protocol.admin_headers import (
+    ConsumerGroupRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
+    ProducerGroupRequestHeader,
+    ResetOffsetRequestHeader,
+    TopicRequestHeader,
+)
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.errors import ProtocolError
@@ -87,8 +95,6 @@ from tidemq.protocol.headers import (
     GetMaxOffsetResponseHeader,
     GetMinOffsetRequestHeader,
     GetMinOffsetResponseHeader,
-    Int32,
-    Int64,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
@@ -105,7 +111,6 @@ from tidemq.protocol.headers import (
     decode_header,
     decode_send_message_header,
     encode_header,
-    wire,
 )
 from tidemq.transport import Connection, Handler
 from tidemq.transport.errors import RemotingError
@@ -145,59 +150,6 @@ def _ok(
     request: RemotingCommand, ext_fields: dict[str, str] | None = None, body: bytes = b""
 ) -> RemotingCommand:
     return RemotingCommand.response_to(request, ResponseCode.SUCCESS, None, ext_fields, body)
-
-
-# -- headers the protocol package does not define (Java field names) ------------
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TopicRequestHeader:
-    """GET_TOPIC_STATS_INFO (202), QUERY_TOPIC_CONSUME_BY_WHO (300), GET_TOPIC_CONFIG (351)."""
-
-    topic: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GetConsumeStatsRequestHeader:
-    consumer_group: str
-    topic: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ConsumerGroupRequestHeader:
-    """GET_CONSUMER_CONNECTION_LIST (203)."""
-
-    consumer_group: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ProducerGroupRequestHeader:
-    """GET_PRODUCER_CONNECTION_LIST (204)."""
-
-    producer_group: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DeleteSubscriptionGroupRequestHeader:
-    group_name: str
-    clean_offset: bool = False
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GetSubscriptionGroupConfigRequestHeader:
-    group: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ResetOffsetRequestHeader:
-    """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220)."""
-
-    topic: str
-    group: str
-    timestamp: Int64
-    is_force: bool = field(default=True, metadata=wire("isForce"))
-    queue_id: Int32 = -1
-    offset: Int64 | None = -1
 
 
 # -- the table ---------------------------------------------------------------------

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tidemq.broker.topics import read_json_file, write_json_atomic
+from tidemq.broker.topics import read_json_file
+from tidemq.common.atomic_file import write_json_atomically
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ class ConsumerOffsetManager:
 
     def write(self, document: Mapping[str, Any]) -> None:
         """Write a snapshot to the file (safe to call on a worker thread)."""
-        write_json_atomic(self.path, document)
+        write_json_atomically(self.path, document)
 
     def persist(self) -> None:
         self.write(self.snapshot())

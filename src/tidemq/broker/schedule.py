@@ -49,17 +49,16 @@ store computes the delivery times. `put` must store the message as given
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
 from tidemq.broker.retry import split_address
 from tidemq.common import properties as props
+from tidemq.common.atomic_file import write_atomically
 from tidemq.common.clock import Clock
 from tidemq.common.message import MessageExt
 from tidemq.protocol.message_codec import decode_record, peek_header, peek_topic_and_properties
@@ -364,20 +363,7 @@ class DelayScheduler:
         """Write the progress file atomically (temporary file, fsync, rename)."""
         snapshot = dict(self._offsets)
         text = json.dumps({"offsetTable": {str(k): v for k, v in sorted(snapshot.items())}})
-        path = self._progress_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        with contextlib.suppress(OSError):  # not every platform can fsync a directory
-            fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        write_atomically(self._progress_path, text.encode())
         self._persisted = snapshot
 
     def _load(self) -> dict[int, int]:

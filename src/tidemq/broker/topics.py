@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tidemq.common.atomic_file import write_json_atomically
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.store.config import SCHEDULE_TOPIC
 
@@ -224,28 +224,6 @@ class DataVersion:
 # -- files ------------------------------------------------------------------------
 
 
-def write_json_atomic(path: Path, document: object) -> None:
-    """Write `document` as JSON: temp file, fsync, rename, fsync the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps(document, indent=2, sort_keys=True).encode()
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def read_json_file(path: Path) -> dict[str, Any] | None:
     """The JSON object in `path`, None if the file does not exist.
 
@@ -343,7 +321,7 @@ class TopicConfigManager:
         return topics
 
     def persist(self) -> None:
-        write_json_atomic(self.path, self.serialize())
+        write_json_atomically(self.path, self.serialize())
 
     def serialize(self) -> dict[str, Any]:
         """The TopicConfigSerializeWrapper JSON (file, registration, admin)."""

@@ -13,13 +13,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.protocol import ProtocolError, RemotingCommand, ResponseCode
 from tidemq.protocol.codes import response_code_name
-from tidemq.protocol.headers import Int32, Int64, wire
 from tidemq.protocol.message_codec import decode_records
 
 TRANSPORT_CODES = frozenset(
@@ -42,37 +40,6 @@ class AdminError(Exception):
 
     def __str__(self) -> str:
         return self.message
-
-
-# -- headers the protocol package does not define (Java field names) ------------
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GetTopicStatsInfoRequestHeader:
-    """GET_TOPIC_STATS_INFO (202)."""
-
-    topic: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GetConsumeStatsRequestHeader:
-    """GET_CONSUME_STATS (208)."""
-
-    consumer_group: str
-    topic: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ResetOffsetRequestHeader:
-    """INVOKE_BROKER_TO_RESET_OFFSET (222), as Java's reset-by-time sends it."""
-
-    topic: str
-    group: str
-    timestamp: Int64
-    is_force: bool = field(default=True, metadata=wire("isForce"))
-    queue_id: Int32 = -1
-    offset: Int64 | None = -1
-    """-1: the broker looks the offset up by timestamp."""
 
 
 # -- small pure helpers -----------------------------------------------------------

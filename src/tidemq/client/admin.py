@@ -48,9 +48,6 @@ from tidemq.client._tail import TOOLS_CONSUMER_GROUP, Tail, TailSpec
 from tidemq.client._wire import (
     TRANSPORT_CODES,
     AdminError,
-    GetConsumeStatsRequestHeader,
-    GetTopicStatsInfoRequestHeader,
-    ResetOffsetRequestHeader,
     as_int,
     attributes_text,
     check,
@@ -87,6 +84,11 @@ from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.common.message_id import UniqueIdGenerator, decode_offset_message_id
 from tidemq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
+from tidemq.protocol.admin_headers import (
+    GetConsumeStatsRequestHeader,
+    ResetOffsetRequestHeader,
+    TopicRequestHeader,
+)
 from tidemq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
@@ -455,7 +457,7 @@ class AdminClient:
     async def topic_status(self, topic: str) -> list[QueueStatus]:
         """Min/max offset and last store time of every queue of `topic`."""
         masters = (await self.topic_route(topic)).masters()
-        header = encode_header(GetTopicStatsInfoRequestHeader(topic=topic))
+        header = encode_header(TopicRequestHeader(topic=topic))
         rows: list[QueueStatus] = []
         for broker, response in (
             await self._each(masters, RequestCode.GET_TOPIC_STATS_INFO, header)

@@ -10,11 +10,12 @@ so a crash leaves either the old or the new checkpoint, never a torn one.
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from tidemq.common.atomic_file import write_atomically
 
 _MAGIC = b"TMQC"
 _VERSION = 1
@@ -69,16 +70,4 @@ def read_checkpoint(path: Path) -> Checkpoint | None:
 
 
 def write_checkpoint(path: Path, cp: Checkpoint) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, encode_checkpoint(cp))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomically(path, encode_checkpoint(cp))

@@ -12,8 +12,8 @@ from tidemq.broker.topics import (
     TopicError,
     is_system_topic,
     validate_topic_name,
-    write_json_atomic,
 )
+from tidemq.common.atomic_file import write_json_atomically
 from tidemq.common.clock import ManualClock
 from tidemq.store.config import SCHEDULE_TOPIC
 
@@ -126,7 +126,7 @@ def test_a_corrupt_file_is_an_error_not_an_empty_table(tmp_path: Path) -> None:
 
 def test_write_json_atomic_replaces_the_file(tmp_path: Path) -> None:
     path = tmp_path / "x" / "doc.json"
-    write_json_atomic(path, {"a": 1})
-    write_json_atomic(path, {"a": 2})
+    write_json_atomically(path, {"a": 1})
+    write_json_atomically(path, {"a": 2})
     assert json.loads(path.read_text()) == {"a": 2}
     assert sorted(p.name for p in path.parent.iterdir()) == ["doc.json"]

@@ -1,0 +1,354 @@
+"""The send side of BrokerService: send, batches, restored delays, send-back.
+
+Java references (rocketmq-all 4.9.7): SendMessageProcessor and
+AbstractSendMessageProcessor.msgCheck (send, retry/DLQ, auto-create).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+from tidemq.broker import retry
+from tidemq.broker.config import BrokerConfig
+from tidemq.broker.groups import SubscriptionGroupManager
+from tidemq.broker.requests import BrokerError, SendRequest, SendResult
+from tidemq.broker.stats import BrokerStats
+from tidemq.broker.topics import (
+    MULTI_TAG,
+    TopicConfig,
+    TopicConfigManager,
+    is_not_allowed_send_topic,
+    is_writeable,
+    validate_topic_name,
+)
+from tidemq.common import properties as props
+from tidemq.common import sysflag
+from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.errors import ProtocolError
+from tidemq.protocol.message_codec import decode_batch, decode_record
+from tidemq.store.api import MessageStore, MessageToStore, PutResult, PutStatus
+
+log = logging.getLogger(__name__)
+
+# -- status mappings --------------------------------------------------------------
+
+_PUT_ERRORS: dict[PutStatus, tuple[int, str]] = {
+    PutStatus.SERVICE_NOT_AVAILABLE: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now, the store may be closing or its disk failed",
+    ),
+    PutStatus.CREATE_MAPPED_FILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR,
+        "create mapped file failed, server is busy or broken",
+    ),
+    PutStatus.MESSAGE_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL, "the message is illegal"),
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message properties are too long",
+    ),
+    PutStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "unknown error while storing"),
+}
+
+
+def _put_failure(result: PutResult) -> BrokerError:
+    code, text = _PUT_ERRORS.get(result.status, (ResponseCode.SYSTEM_ERROR, "store failure"))
+    return BrokerError(code, result.remark or text)
+
+
+def _append_property(properties: str, key: str, value: str) -> str:
+    if properties and not properties.endswith(props.PROPERTY_SEPARATOR):
+        properties += props.PROPERTY_SEPARATOR
+    return f"{properties}{key}{props.NAME_VALUE_SEPARATOR}{value}{props.PROPERTY_SEPARATOR}"
+
+
+def _has_key(properties: str, key: str) -> bool:
+    """Cheap pre-check before decoding a property string."""
+    return (key + props.NAME_VALUE_SEPARATOR) in properties
+
+
+class BrokerSender:
+    """Sending and send-back, mixed into BrokerService (which sets the state)."""
+
+    config: BrokerConfig
+    store: MessageStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    stats: BrokerStats
+    max_message_size: int
+    delay_levels_ms: tuple[int, ...]
+    scheduler: Any
+
+    # -- send ------------------------------------------------------------------------------
+
+    def _send_topic(self, request: SendRequest) -> TopicConfig:
+        """msgCheck: topic name, permission, existence (auto-creation)."""
+        topic = request.topic
+        problem = validate_topic_name(topic)
+        if problem is not None:
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, problem)
+        if is_not_allowed_send_topic(topic):
+            raise BrokerError(
+                ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
+            )
+        config = self.topics.get(topic)
+        if config is None:
+            config = self.topics.create_in_send(
+                topic, request.default_topic, request.default_topic_queue_nums
+            )
+            if config is None and retry.is_retry_topic(topic):
+                config = self.topics.ensure_retry_topic(retry.group_of(topic) or "")
+            if config is None:
+                raise BrokerError(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{topic}] not exist, apply first please!",
+                )
+        if not is_writeable(config.perm):
+            raise BrokerError(
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{topic}] sending message is forbidden",
+            )
+        return config
+
+    def _queue_for_send(self, request: SendRequest, config: TopicConfig) -> int:
+        queue_id = request.queue_id
+        if queue_id < 0:
+            return random.randrange(max(1, config.write_queue_nums))
+        if queue_id >= config.queue_nums:
+            raise BrokerError(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, topic {config.topic_name} has "
+                f"{config.queue_nums} queues, producer {request.producer_group}",
+            )
+        return queue_id
+
+    def _check_body(self, body: bytes, what: str = "the message body") -> None:
+        if len(body) > self.max_message_size:
+            raise BrokerError(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"{what} is {len(body)} bytes, more than the maximum of "
+                f"{self.max_message_size} bytes",
+            )
+
+    def _route_retry(self, request: SendRequest) -> tuple[str, bool]:
+        """Retry-topic sends past the max reconsume times go to the DLQ (§5.3)."""
+        group = retry.group_of(request.topic) or ""
+        group_config = self.groups.find(group)
+        if group_config is None:
+            raise BrokerError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        topic, to_dlq = retry.retry_route_for_send(
+            request.topic,
+            request.reconsume_times,
+            request.max_reconsume_times,
+            group_config.retry_max_times,
+        )
+        if to_dlq:
+            dlq = self.topics.ensure_dlq_topic(group)
+            if dlq is None or not is_writeable(dlq.perm):
+                raise BrokerError(
+                    ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
+                )
+            log.info("retry message of %s reached max reconsume times, into %s", group, topic)
+        return topic, to_dlq
+
+    def _delay_level(self, properties: str) -> int:
+        if not _has_key(properties, props.DELAY):
+            return 0
+        raw = props.decode_properties(properties).get(props.DELAY, "")
+        try:
+            level = int(raw)
+        except ValueError:
+            return 0
+        return min(level, len(self.delay_levels_ms)) if level > 0 else 0
+
+    @staticmethod
+    def _is_transactional(properties: str, sys_flag: int) -> bool:
+        if sys_flag & sysflag.TRANSACTION_MASK == sysflag.TRANSACTION_PREPARED_TYPE:
+            return True
+        return _has_key(properties, props.TRAN_MSG) and (
+            props.decode_properties(properties).get(props.TRAN_MSG) == "true"
+        )
+
+    def _stored_properties(self, properties: str) -> str:
+        if _has_key(properties, props.CLUSTER):
+            return properties
+        return _append_property(properties, props.CLUSTER, self.config.cluster_name)
+
+    async def send(self, request: SendRequest) -> SendResult:
+        """Store one message (SEND_MESSAGE / SEND_MESSAGE_V2)."""
+        config = self._send_topic(request)
+        queue_id = self._queue_for_send(request, config)
+        self._check_body(request.body)
+        if self._is_transactional(request.properties, request.sys_flag):
+            raise BrokerError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_name}] sending transaction message is forbidden:"
+                " transactional messages are not supported yet",
+            )
+        topic = request.topic
+        to_dlq = False
+        if retry.is_retry_topic(topic):
+            topic, to_dlq = self._route_retry(request)
+            if to_dlq:
+                queue_id = retry.DLQ_QUEUE_ID
+        sys_flag = request.sys_flag
+        if config.topic_filter_type == MULTI_TAG:
+            sys_flag |= sysflag.MULTI_TAGS
+        message = MessageToStore(
+            topic=topic,
+            queue_id=queue_id,
+            body=request.body,
+            properties=self._stored_properties(request.properties),
+            flag=request.flag,
+            sys_flag=sys_flag,
+            born_timestamp=request.born_timestamp,
+            born_host=request.born_host,
+            born_port=request.born_port,
+            reconsume_times=request.reconsume_times,
+        )
+        level = 0 if to_dlq else self._delay_level(request.properties)
+        if level > 0 and self.scheduler is not None:
+            message = self.scheduler.schedule(message, level)
+        result = await self.store.put_message(message)
+        return self._send_result(result, topic, queue_id, len(request.body))
+
+    def _send_result(self, result: PutResult, topic: str, queue_id: int, size: int) -> SendResult:
+        if result.status is PutStatus.PUT_OK:
+            self.stats.record_put(topic, 1, size)
+            return SendResult(ResponseCode.SUCCESS, result.msg_id, queue_id, result.queue_offset)
+        if result.status is PutStatus.FLUSH_DISK_TIMEOUT:
+            self.stats.record_put(topic, 1, size)
+            return SendResult(
+                ResponseCode.FLUSH_DISK_TIMEOUT,
+                result.msg_id,
+                queue_id,
+                result.queue_offset,
+                result.remark or "flush to disk timed out",
+            )
+        raise _put_failure(result)
+
+    async def send_batch(self, request: SendRequest) -> SendResult:
+        """Store a batch (SEND_BATCH_MESSAGE): all or nothing, consecutive offsets."""
+        if retry.is_retry_topic(request.topic):
+            raise BrokerError(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"batch request does not support retry group {request.topic}",
+            )
+        config = self._send_topic(request)
+        queue_id = self._queue_for_send(request, config)
+        self._check_body(request.body, "the batch body")
+        try:
+            messages = decode_batch(request.body, request.topic)
+        except ProtocolError as exc:
+            raise BrokerError(
+                ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {exc}"
+            ) from None
+        if not messages:
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
+        to_store = []
+        for position, message in enumerate(messages):
+            raw = props.encode_properties(message.properties)
+            if message.properties.get(props.TRAN_MSG) == "true":
+                raise BrokerError(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    f"message {position} of the batch is transactional; batches cannot be",
+                )
+            if message.properties.get(props.DELAY, "0") not in ("", "0"):
+                raise BrokerError(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    f"message {position} of the batch has a delay level; batches cannot",
+                )
+            to_store.append(
+                MessageToStore(
+                    topic=request.topic,
+                    queue_id=queue_id,
+                    body=message.body,
+                    properties=self._stored_properties(raw),
+                    flag=message.flag,
+                    sys_flag=request.sys_flag & ~sysflag.TRANSACTION_MASK,
+                    born_timestamp=request.born_timestamp,
+                    born_host=request.born_host,
+                    born_port=request.born_port,
+                )
+            )
+        batch = await self.store.put_messages(to_store)
+        if not batch.results:
+            raise _put_failure(PutResult(batch.status, remark=batch.remark))
+        first = batch.results[0]
+        if batch.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
+            raise _put_failure(first)
+        self.stats.record_put(request.topic, len(batch.results), len(request.body))
+        msg_ids = ",".join(r.msg_id for r in batch.results)
+        code = (
+            ResponseCode.SUCCESS
+            if batch.status is PutStatus.PUT_OK
+            else ResponseCode.FLUSH_DISK_TIMEOUT
+        )
+        return SendResult(code, msg_ids, queue_id, first.queue_offset, batch.remark or None)
+
+    async def put_restored(self, message: MessageToStore) -> PutResult:
+        """Where the delay scheduler re-stores due messages (stats included)."""
+        result = await self.store.put_message(message)
+        if result.ok:
+            self.stats.record_put(message.topic, 1, len(message.body))
+        return result
+
+    # -- retry -------------------------------------------------------------------------------
+
+    async def consumer_send_back(
+        self,
+        offset: int,
+        group: str,
+        delay_level: int,
+        max_reconsume_times: int | None = None,
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK: re-store the record at `offset` into the
+        group's retry topic with a delay, or into its DLQ (protocol doc §6.7)."""
+        group_config = self.groups.find(group)
+        if group_config is None:
+            raise BrokerError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        if group_config.retry_queue_nums <= 0:
+            return
+        retry_config = self.topics.ensure_retry_topic(group, group_config.retry_queue_nums)
+        if retry_config is None:
+            raise BrokerError(
+                ResponseCode.SYSTEM_ERROR, f"topic[{retry.retry_topic(group)}] not exist"
+            )
+        if not is_writeable(retry_config.perm):
+            raise BrokerError(
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{retry_config.topic_name}] sending message is forbidden",
+            )
+        raw = self.store.read_by_physical_offset(offset)
+        if raw is None:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+        try:
+            record, _ = decode_record(raw)
+        except ProtocolError as exc:
+            raise BrokerError(
+                ResponseCode.SYSTEM_ERROR, f"the record at offset {offset} is unreadable: {exc}"
+            ) from None
+        limit = group_config.retry_max_times if max_reconsume_times is None else max_reconsume_times
+        message, level = retry.build_send_back(record, group, delay_level, limit)
+        if level == 0:
+            dlq = self.topics.ensure_dlq_topic(group)
+            if dlq is None or not is_writeable(dlq.perm):
+                raise BrokerError(
+                    ResponseCode.NO_PERMISSION,
+                    f"the topic[{retry.dlq_topic(group)}] sending message is forbidden",
+                )
+            log.info("message at %d of group %s moved to %s", offset, group, message.topic)
+        else:
+            level = min(level, len(self.delay_levels_ms))
+            if self.scheduler is not None:
+                message = self.scheduler.schedule(message, level)
+        message.properties = self._stored_properties(message.properties)
+        result = await self.store.put_message(message)
+        if result.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
+            raise _put_failure(result)
+        self.stats.record_put(message.topic, 1, len(message.body))
