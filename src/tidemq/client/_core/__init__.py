@@ -1,0 +1,1 @@
+"""Sans-IO client logic: pure policies the producer and consumers run."""
