@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tidemq.broker.topics import DataVersion, read_json_file
+from tidemq.broker.topics import DataVersion, parse_table, read_json_file
 from tidemq.common.atomic_file import write_json_atomically
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 
@@ -185,14 +185,13 @@ class SubscriptionGroupManager:
     def load(self) -> None:
         document = read_json_file(self.path)
         if document is not None:
-            raw_table = document.get("subscriptionGroupTable") or {}
-            if not isinstance(raw_table, dict):
-                raise ValueError(f"{self.path}: subscriptionGroupTable must be an object")
-            for name, raw in raw_table.items():
-                try:
-                    config = SubscriptionGroupConfig.from_json(raw, name)
-                except ValueError as exc:
-                    raise ValueError(f"{self.path}: group {name!r}: {exc}") from None
+            for config in parse_table(
+                self.path,
+                document,
+                "subscriptionGroupTable",
+                SubscriptionGroupConfig.from_json,
+                "group",
+            ):
                 self._table[config.group_name] = config
             forbidden = document.get("forbiddenTable")
             self._forbidden = forbidden if isinstance(forbidden, dict) else {}

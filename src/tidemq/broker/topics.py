@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tidemq.common.atomic_file import write_json_atomically
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
@@ -223,6 +223,8 @@ class DataVersion:
 
 # -- files ------------------------------------------------------------------------
 
+T = TypeVar("T")
+
 
 def read_json_file(path: Path) -> dict[str, Any] | None:
     """The JSON object in `path`, None if the file does not exist.
@@ -243,6 +245,23 @@ def read_json_file(path: Path) -> dict[str, Any] | None:
     if not isinstance(document, dict):
         raise ValueError(f"{path}: expected a JSON object")
     return document
+
+
+def parse_table(
+    path: Path, document: dict[str, Any], key: str, parse: Callable[[Any, str], T], what: str
+) -> list[T]:
+    """The entries of one JSON table (`topicConfigTable`, `subscriptionGroupTable`),
+    each parsed with `parse(raw, name)`; a bad entry raises ValueError naming it."""
+    raw_table = document.get(key) or {}
+    if not isinstance(raw_table, dict):
+        raise ValueError(f"{path}: {key} must be an object")
+    entries = []
+    for name, raw in raw_table.items():
+        try:
+            entries.append(parse(raw, name))
+        except ValueError as exc:
+            raise ValueError(f"{path}: {what} {name!r}: {exc}") from None
+    return entries
 
 
 # -- the manager ------------------------------------------------------------------
@@ -288,14 +307,9 @@ class TopicConfigManager:
         """Read topics.json (if any) and add the system topics that are missing."""
         document = read_json_file(self.path)
         if document is not None:
-            raw_table = document.get("topicConfigTable") or {}
-            if not isinstance(raw_table, dict):
-                raise ValueError(f"{self.path}: topicConfigTable must be an object")
-            for name, raw in raw_table.items():
-                try:
-                    config = TopicConfig.from_json(raw, name)
-                except ValueError as exc:
-                    raise ValueError(f"{self.path}: topic {name!r}: {exc}") from None
+            for config in parse_table(
+                self.path, document, "topicConfigTable", TopicConfig.from_json, "topic"
+            ):
                 self._table[config.topic_name] = config
             self.data_version = DataVersion.from_json(document.get("dataVersion"))
         changed = False
