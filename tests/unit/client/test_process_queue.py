@@ -144,8 +144,11 @@ def test_over_limits_count_size_span() -> None:
     big.put([msg(0, 60 * MiB), msg(1, 40 * MiB)])
     assert big.over_limits() is None
     big.put([msg(2, 1)])
+    assert big.over_limits() is None  # Java compares whole MiB: 100 MiB + 1 B is 100
+    big.put([msg(3, MiB - 1)])
     reason = big.over_limits()
-    assert reason is not None and "size" in reason
+    assert reason is not None and "size 101 MiB > 100 MiB" in reason
+    assert big.over_limits(max_size_mib=101) is None
 
     wide = ProcessQueue(ManualClock())
     wide.put([msg(0), msg(2000)])

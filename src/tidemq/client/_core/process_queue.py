@@ -18,7 +18,10 @@ append, and a remove is a binary search plus a small ``del``.
 Semantics follow Java's ``ProcessQueue`` (4.9) with these notes:
 
 * the size counter counts body bytes (Java's ``msgSize`` adds
-  ``body.length``; the 100 MiB flow-control limit is about bodies);
+  ``body.length``; the 100 MiB flow-control limit is about bodies), and the
+  size limit is checked in whole MiB as Java does (``msgSize / MiB >
+  pullThresholdSizeForQueue``, integer division), so 100 MiB + 1 byte is not
+  yet over a 100 MiB limit;
 * ``put`` keeps the message already held for an offset (Java replaces the
   value but does not count it again: same counters either way);
 * :meth:`remove` returns -1 when nothing was held on entry (Java's rule), so a
@@ -48,7 +51,8 @@ REBALANCE_LOCK_MAX_LIVE_S = 30.0
 and the client renews every 20 s."""
 
 DEFAULT_PULL_THRESHOLD_FOR_QUEUE = 1000
-DEFAULT_PULL_THRESHOLD_BYTES_FOR_QUEUE = 100 * MiB
+DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB = 100
+"""Java ``pullThresholdSizeForQueue``: a size in MiB (valid 1..1024)."""
 DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN = 2000
 DEFAULT_CONSUME_TIMEOUT_MS = 15 * 60 * 1000
 EXPIRED_SCAN_LIMIT = 16
@@ -184,21 +188,21 @@ class ProcessQueue:
     def over_limits(
         self,
         max_count: int = DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
-        max_bytes: int = DEFAULT_PULL_THRESHOLD_BYTES_FOR_QUEUE,
+        max_size_mib: int = DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB,
         max_span: int | None = DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN,
     ) -> str | None:
         """Why the next pull must wait (flow control), or None to pull now.
 
-        Limits are exclusive (Java pauses when a value is *greater*). Pass
+        Limits are exclusive (Java pauses when a value is *greater*). The size
+        is compared in whole MiB, rounded down, as Java's
+        ``cachedMessageSizeInMiB > pullThresholdSizeForQueue`` does. Pass
         ``max_span=None`` for orderly consumption, which has no span limit.
         """
         if self._count > max_count:
             return f"cached message count {self._count} > {max_count} ({self._range()})"
-        if self._size > max_bytes:
-            return (
-                f"cached message size {self._size / MiB:.1f} MiB > "
-                f"{max_bytes / MiB:.1f} MiB ({self._range()})"
-            )
+        size_mib = self._size // MiB
+        if size_mib > max_size_mib:
+            return f"cached message size {size_mib} MiB > {max_size_mib} MiB ({self._range()})"
         if max_span is not None and self.span > max_span:
             return f"offset span {self.span} > {max_span} ({self._range()})"
         return None
