@@ -61,7 +61,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tidemq.broker.consumers import ClientChannel, parse_heartbeat
+from tidemq.broker.consumers import ClientChannel
 from tidemq.broker.groups import SubscriptionGroupConfig
 from tidemq.broker.service import (
     BrokerError,
@@ -112,6 +112,7 @@ from tidemq.protocol.headers import (
     decode_send_message_header,
     encode_header,
 )
+from tidemq.protocol.heartbeat import parse_heartbeat
 from tidemq.transport import Connection, Handler
 from tidemq.transport.errors import RemotingError
 

@@ -30,13 +30,9 @@ from typing import Any
 from tidemq.broker.admin import VERSION_DESC, BrokerAdmin
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.consumers import (
-    BROADCASTING,
-    CONSUME_FROM_TIMESTAMP,
-    EXPRESSION_TAG,
     ClientChannel,
     ClientConnection,
     ConsumerManager,
-    HeartbeatData,
     ProducerManager,
 )
 from tidemq.broker.groups import SubscriptionGroupConfig, SubscriptionGroupManager
@@ -61,6 +57,12 @@ from tidemq.common import sysflag
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message_id import host_text
 from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.heartbeat import (
+    BROADCASTING,
+    CONSUME_FROM_TIMESTAMP,
+    EXPRESSION_TAG,
+    HeartbeatData,
+)
 from tidemq.store.api import DispatchRequest, GetResult, MessageFilter, MessageStore, QueryResult
 from tidemq.store.config import parse_delay_levels
 from tidemq.store.filters import TagFilter

@@ -15,31 +15,48 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tidemq.client.errors import TRANSPORT_CODES, ClientError
 from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.protocol import ProtocolError, RemotingCommand, ResponseCode
 from tidemq.protocol.codes import response_code_name
 from tidemq.protocol.message_codec import decode_records
+from tidemq.transport.client import RemotingClient
+from tidemq.transport.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 
-TRANSPORT_CODES = frozenset(
-    {
-        ResponseCode.RPC_SEND_TO_CHANNEL_FAILED,
-        ResponseCode.RPC_TIME_OUT,
-        ResponseCode.RPC_UNKNOWN,
-    }
-)
-"""Codes of AdminErrors raised because no answer came (worth trying again)."""
+__all__ = ["TRANSPORT_CODES", "AdminError", "ClientError", "call"]
 
 
-class AdminError(Exception):
-    """A failed admin call: a one-line readable message and a response code."""
+class AdminError(ClientError):
+    """A failed admin call (a ClientError; kept as its own name for the CLI)."""
 
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = int(code)
 
-    def __str__(self) -> str:
-        return self.message
+async def call(
+    remoting: RemotingClient,
+    address: str,
+    command: RemotingCommand,
+    timeout: float,
+    *,
+    role: str = "broker",
+    error: type[ClientError] = ClientError,
+) -> RemotingCommand:
+    """One request; a failure to get any answer becomes an `error` with an RPC_* code."""
+    try:
+        return await remoting.invoke(address, command, timeout=timeout)
+    except RemotingConnectError as exc:
+        raise error(
+            f"cannot reach the {role} at {address} ({connect_reason(exc)})",
+            ResponseCode.RPC_SEND_TO_CHANNEL_FAILED,
+        ) from exc
+    except RemotingTimeoutError as exc:
+        raise error(
+            f"the {role} at {address} did not answer within {timeout:g} s",
+            ResponseCode.RPC_TIME_OUT,
+        ) from exc
+    except (RemotingError, ProtocolError, OSError) as exc:
+        raise error(
+            f"request to the {role} at {address} failed ({first_line(str(exc)) or exc!r})",
+            ResponseCode.RPC_UNKNOWN,
+        ) from exc
 
 
 # -- small pure helpers -----------------------------------------------------------

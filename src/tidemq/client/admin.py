@@ -50,11 +50,10 @@ from tidemq.client._wire import (
     AdminError,
     as_int,
     attributes_text,
+    call,
     check,
-    connect_reason,
     decode_body,
     decode_messages,
-    first_line,
     loads_lenient,
     message_queue_key,
     parse_address_list,
@@ -103,7 +102,6 @@ from tidemq.protocol.headers import (
 )
 from tidemq.protocol.message_codec import decode_record
 from tidemq.transport.client import RemotingClient
-from tidemq.transport.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 
 __all__ = [
     "DEFAULT_CLUSTER",
@@ -204,23 +202,7 @@ class AdminClient:
     ) -> RemotingCommand:
         wait = self._timeout if timeout is None else timeout
         command = RemotingCommand.request(code, ext_fields, body)
-        try:
-            return await self._client().invoke(address, command, timeout=wait)
-        except RemotingConnectError as exc:
-            raise AdminError(
-                f"cannot reach the {role} at {address} ({connect_reason(exc)})",
-                ResponseCode.RPC_SEND_TO_CHANNEL_FAILED,
-            ) from exc
-        except RemotingTimeoutError as exc:
-            raise AdminError(
-                f"the {role} at {address} did not answer within {wait:g} s",
-                ResponseCode.RPC_TIME_OUT,
-            ) from exc
-        except (RemotingError, ProtocolError, OSError) as exc:
-            raise AdminError(
-                f"request to the {role} at {address} failed ({first_line(str(exc)) or exc!r})",
-                ResponseCode.RPC_UNKNOWN,
-            ) from exc
+        return await call(self._client(), address, command, wait, role=role, error=AdminError)
 
     async def _call_namesrv(
         self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b""

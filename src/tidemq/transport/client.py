@@ -22,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from tidemq.common.tasks import TaskSet
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.frame import MAX_FRAME_SIZE
 
-from ._tasks import TaskSet
 from .connection import (
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_WRITE_BUFFER,

@@ -37,6 +37,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias
 
+from tidemq.common.tasks import TaskSet
 from tidemq.protocol.codes import ResponseCode, request_code_name
 from tidemq.protocol.command import (
     ONEWAY_FLAG,
@@ -47,7 +48,6 @@ from tidemq.protocol.command import (
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.frame import MAX_FRAME_SIZE
 
-from ._tasks import TaskSet
 from .errors import RemotingClosedError, RemotingTimeoutError
 
 logger = logging.getLogger("tidemq.transport")

@@ -19,11 +19,11 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
+from tidemq.common.tasks import TaskSet
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.frame import MAX_FRAME_SIZE
 
-from ._tasks import TaskSet
 from .connection import (
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_WRITE_BUFFER,

@@ -5,16 +5,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tidemq.broker.consumers import (
-    ClientChannel,
-    ConsumerData,
-    ConsumerManager,
-    ProducerManager,
-    Subscription,
-    parse_heartbeat,
-)
+from tidemq.broker.consumers import ClientChannel, ConsumerManager, ProducerManager
 from tidemq.common.clock import ManualClock
 from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.heartbeat import ConsumerData, Subscription, parse_heartbeat
 
 # The heartbeat ali-ons 3.12.0 sends (protocol-remoting.md §2.3).
 ALI_ONS_HEARTBEAT = {

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from tidemq.broker.config import BrokerConfig
-from tidemq.broker.consumers import ConsumerData
 from tidemq.broker.groups import SubscriptionGroupConfig
 from tidemq.broker.service import (
     BrokerError,
@@ -22,6 +21,7 @@ from tidemq.common import sysflag
 from tidemq.common.clock import ManualClock
 from tidemq.common.properties import encode_properties
 from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.heartbeat import ConsumerData
 from tidemq.protocol.message_codec import decode_records
 from tidemq.store.api import GetStatus
 from tidemq.store.memory import MemoryMessageStore

@@ -1,4 +1,4 @@
-"""An owned set of tasks: every task a transport starts is kept here until it ends."""
+"""An owned set of tasks: every task a server, client or consumer starts is kept until it ends."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-logger = logging.getLogger("tidemq.transport")
+logger = logging.getLogger("tidemq.tasks")
 
 _CANCEL_ROUNDS = 10
 
