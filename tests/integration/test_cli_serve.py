@@ -8,118 +8,25 @@ with deadlines, and every child is killed in a `finally`.
 from __future__ import annotations
 
 import json
-import os
-import queue
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
+from tidemq.testing.processes import ServerProcess as Process
+from tidemq.testing.processes import free_port, started
+from tidemq.testing.processes import server_env as _env
+
 pytestmark = pytest.mark.slow
 
-READY_DEADLINE_S = 30.0
-STOP_DEADLINE_S = 30.0
 CLI_DEADLINE_S = 60.0
 
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["TIDEMQ_HOME"] = str(home)
-    env.pop("TIDEMQ_NAMESRV", None)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-class Process:
-    """A server subprocess whose stdout is read line by line in a thread."""
-
-    def __init__(self, args: list[str], home: Path, log: Path) -> None:
-        self.log = log
-        self._log_file = log.open("wb")
-        self.popen = subprocess.Popen(
-            [sys.executable, "-m", "tidemq.cli.main", *args],
-            stdout=subprocess.PIPE,
-            stderr=self._log_file,
-            env=_env(home),
-            text=True,
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.output: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.popen.stdout is not None
-        for line in self.popen.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def wait_ready(self) -> dict[str, str]:
-        """The key=value fields of the `tidemq ready ...` line."""
-        deadline = time.monotonic() + READY_DEADLINE_S
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no ready line in time; stderr:\n{self.stderr()}")
-            try:
-                line = self.lines.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if line is None:
-                raise AssertionError(
-                    f"exited with {self.popen.wait()} before ready:\n"
-                    f"{''.join(self.output)}\n{self.stderr()}"
-                )
-            self.output.append(line)
-            if line.startswith("tidemq ready "):
-                return dict(item.split("=", 1) for item in line.split()[2:])
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        """Send `sig` and wait for the exit code."""
-        self.popen.send_signal(sig)
-        try:
-            return self.popen.wait(timeout=STOP_DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"did not exit in time; stderr:\n{self.stderr()}") from None
-
-    def kill(self) -> None:
-        """Kill if still running, then release the pipes and the log file."""
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait(timeout=STOP_DEADLINE_S)
-        self._reader.join(timeout=STOP_DEADLINE_S)
-        if self.popen.stdout is not None:
-            self.popen.stdout.close()
-        self._log_file.close()
-
-    def stderr(self) -> str:
-        self._log_file.flush()
-        return self.log.read_text(errors="replace")
-
-
-@contextmanager
-def started(args: list[str], home: Path, name: str) -> Iterator[tuple[Process, dict[str, str]]]:
-    process = Process(args, home, home / f"{name}.log")
-    try:
-        yield process, process.wait_ready()
-    finally:
-        process.kill()
 
 
 class Cli:

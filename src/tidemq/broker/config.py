@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,46 @@ class BrokerConfig:
             raw["flush_mode"] = FlushMode(raw["flush_mode"])
         return cls(**raw)
 
+    @classmethod
+    def parse_overrides(cls, items: Iterable[str]) -> dict[str, Any]:
+        """ "key=value" settings as typed field values; ValueError names a bad one."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        hints = typing.get_type_hints(cls)
+        result: dict[str, Any] = {}
+        for item in items:
+            key, sep, text = item.partition("=")
+            key = key.strip().replace("-", "_")
+            if not sep or key not in fields or key in _NOT_SETTABLE:
+                settable = ", ".join(sorted(set(fields) - _NOT_SETTABLE))
+                raise ValueError(f"{item!r} is not KEY=VALUE with KEY one of: {settable}")
+            result[key] = _coerce(key, hints[key], text.strip())
+        return result
+
     @property
     def address(self) -> str:
         return f"{self.advertised_host}:{self.listen_port}"
+
+
+_NOT_SETTABLE = frozenset({"data_dir", "extra", "namesrv_addrs", "listen_host", "listen_port"})
+"""Set by serve's own options."""
+
+
+def _coerce(key: str, hint: Any, text: str) -> Any:
+    kinds = set(typing.get_args(hint)) or {hint}
+    if text.lower() in ("none", "null") and type(None) in kinds:
+        return None
+    try:
+        if bool in kinds:
+            lowered = text.lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError("expected true or false")
+            return lowered in ("true", "1", "yes")
+        if int in kinds:
+            return int(text)
+        if float in kinds:
+            return float(text)
+        if FlushMode in kinds:
+            return FlushMode(text)
+    except ValueError as exc:
+        raise ValueError(f"{key}={text!r}: {exc}") from None
+    return text

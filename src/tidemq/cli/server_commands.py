@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -128,6 +129,14 @@ def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     help="IPv4 address clients are told to use (default: --host, or 127.0.0.1 "
     "when --host is a wildcard).",
 )
+@click.option(
+    "--set",
+    "settings",
+    metavar="KEY=VALUE",
+    multiple=True,
+    help="Override a broker setting (a BrokerConfig field), e.g. "
+    "--set max_reconsume_times=3 --set delay_levels='1s 5s 10s'. Repeatable.",
+)
 def serve(
     data_dir: Path | None,
     namesrv_port: int,
@@ -135,15 +144,30 @@ def serve(
     flush: str,
     host: str,
     advertised_host: str | None,
+    settings: tuple[str, ...],
 ) -> None:
     """Run a standalone name server and broker in one process (topics auto-created)."""
     root = data_dir if data_dir is not None else default_data_dir()
     advertised = advertised_host or ("127.0.0.1" if host in _WILDCARD_HOSTS else host)
-    _run(lambda: _serve(root, host, advertised, namesrv_port, broker_port, FlushMode(flush)))
+    try:
+        overrides = BrokerConfig.parse_overrides(settings)
+    except ValueError as exc:
+        _abort(f"--set: {exc}")
+    _run(
+        lambda: _serve(
+            root, host, advertised, namesrv_port, broker_port, FlushMode(flush), overrides
+        )
+    )
 
 
 async def _serve(
-    root: Path, host: str, advertised: str, namesrv_port: int, broker_port: int, flush: FlushMode
+    root: Path,
+    host: str,
+    advertised: str,
+    namesrv_port: int,
+    broker_port: int,
+    flush: FlushMode,
+    overrides: dict[str, Any],
 ) -> None:
     from tidemq.broker.app import Broker
     from tidemq.namesrv.app import NameServer
@@ -162,6 +186,7 @@ async def _serve(
                 auto_create_topic=True,
                 flush_mode=flush,
             )
+            config = dataclasses.replace(config, **overrides)
             broker = Broker(config)
             await _start("broker", f"{host}:{broker_port}", broker.start)
             try:
