@@ -1,0 +1,1 @@
+"""Consumers: push (clustering and broadcasting, concurrent and orderly) and lite pull."""
