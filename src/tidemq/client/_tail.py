@@ -1,11 +1,12 @@
 """Tailing a topic: one long-polling pull loop per readable queue, all feeding
 one bounded inbox that an async generator drains.
 
-Each loop sends PULL_MESSAGE (11) with sysFlag SUSPEND|SUBSCRIPTION (plus
-COMMIT_OFFSET when a group's offset is carried), the subscription expression
-and a 15 s suspend, as Java's push consumer does; the broker answers as soon
-as a message arrives. Records are filtered again client-side by tag (the
-broker filters by tag hash only). After each pull the loop also queues an
+Each loop sends PULL_MESSAGE (11) built and read by
+`tidemq.client.consumer.pull_api` (sysFlag SUSPEND|SUBSCRIPTION, plus
+COMMIT_OFFSET when a group's offset is carried, and a 15 s suspend, as Java's
+push consumer does); the broker answers as soon as a message arrives.
+Records are filtered again client-side by tag (the broker filters by tag
+hash only). After each pull the loop also queues an
 "advance" marker with the next offset, so the consumed position of a queue
 moves past filtered-out records as well.
 
@@ -24,22 +25,14 @@ from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from tidemq.client._wire import (
-    TRANSPORT_CODES,
-    AdminError,
-    check,
-    decode_messages,
-    remark,
-    tag_matches,
-)
-from tidemq.common import sysflag
+from tidemq.client._wire import TRANSPORT_CODES, AdminError, ClientError, check
+from tidemq.client.consumer.pull_api import pull_request_fields, pull_result
+from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.common.message import MessageExt, MessageQueue
-from tidemq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
+from tidemq.protocol import RemotingCommand, RequestCode, ResponseCode
 from tidemq.protocol.headers import (
     GetMaxOffsetRequestHeader,
     GetMaxOffsetResponseHeader,
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
@@ -58,14 +51,6 @@ TAIL_BUFFER = 1024
 """Deliveries buffered between the pull loops and the consumer."""
 RETRY_PAUSE_S = 1.0
 """Pause of a pull loop after a transport failure before it tries again."""
-
-_PULL_MOVE_CODES = frozenset(
-    {
-        ResponseCode.PULL_NOT_FOUND,
-        ResponseCode.PULL_RETRY_IMMEDIATELY,
-        ResponseCode.PULL_OFFSET_MOVED,
-    }
-)
 
 
 class Caller(Protocol):
@@ -204,40 +189,39 @@ class Tail:
         consumed: Mapping[MessageQueue, int],
     ) -> int:
         spec = self._spec
-        commit_offset = consumed.get(queue, 0) if spec.commit else 0
-        header = PullMessageRequestHeader(
-            consumer_group=spec.group,
-            topic=queue.topic,
-            queue_id=queue.queue_id,
-            queue_offset=offset,
-            max_msg_nums=PULL_BATCH_SIZE,
-            sys_flag=sysflag.build_pull_sys_flag(
-                commit_offset=commit_offset > 0, suspend=True, subscription=True
-            ),
-            commit_offset=commit_offset,
-            suspend_timeout_millis=SUSPEND_TIMEOUT_MS,
-            subscription=spec.subscription,
-            sub_version=spec.sub_version,
-            expression_type=spec.expression_type,
+        subscription = self._subscription(queue.topic)
+        fields = pull_request_fields(
+            group=spec.group,
+            mq=queue,
+            subscription=subscription,
+            offset=offset,
+            max_nums=PULL_BATCH_SIZE,
+            commit_offset=consumed.get(queue, 0) if spec.commit else None,
+            suspend_ms=SUSPEND_TIMEOUT_MS,
         )
         address = self._masters[queue.broker_name]
         response = await self._call(
-            address, RequestCode.PULL_MESSAGE, encode_header(header), timeout=self._pull_timeout
+            address, RequestCode.PULL_MESSAGE, fields, timeout=self._pull_timeout
         )
-        if response.code != ResponseCode.SUCCESS and response.code not in _PULL_MOVE_CODES:
-            raise AdminError(remark(response), response.code)
         try:
-            result = decode_header(PullMessageResponseHeader, response.ext_fields)
-        except ProtocolError as exc:
-            raise AdminError(f"malformed pull response: {exc}", ResponseCode.SYSTEM_ERROR) from None
-        if response.code == ResponseCode.SUCCESS:
-            for message in decode_messages(response.body, address):
-                if message.queue_offset >= offset and tag_matches(spec.tags, message):
-                    await inbox.put(_Delivery(queue, message, message.queue_offset + 1))
-        next_offset = result.next_begin_offset
-        if next_offset != offset:
-            await inbox.put(_Delivery(queue, None, next_offset))
-        return next_offset
+            result = pull_result(
+                response, mq=queue, offset=offset, subscription=subscription, address=address
+            )
+        except AdminError:
+            raise
+        except ClientError as exc:
+            raise AdminError(exc.message, exc.code) from None
+        for message in result.messages:
+            await inbox.put(_Delivery(queue, message, message.queue_offset + 1))
+        if result.next_begin_offset != offset:
+            await inbox.put(_Delivery(queue, None, result.next_begin_offset))
+        return result.next_begin_offset
+
+    def _subscription(self, topic: str) -> SubscriptionSpec:
+        spec = self._spec
+        return SubscriptionSpec(
+            topic, spec.subscription, spec.expression_type, spec.tags, spec.sub_version
+        )
 
     async def _commit(
         self, starts: Mapping[MessageQueue, int], consumed: Mapping[MessageQueue, int]

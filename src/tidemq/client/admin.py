@@ -44,6 +44,13 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from tidemq.client._send import (
+    DEFAULT_TOPIC_QUEUE_NUMS,
+    SendCodec,
+    make_message,
+    route_from_template,
+    send_result,
+)
 from tidemq.client._tail import TOOLS_CONSUMER_GROUP, Tail, TailSpec
 from tidemq.client._wire import (
     TRANSPORT_CODES,
@@ -60,6 +67,7 @@ from tidemq.client._wire import (
     parse_tag_expression,
     remark,
 )
+from tidemq.client.errors import ClientError
 from tidemq.client.model import (
     MASTER_ID,
     PERM_INHERIT,
@@ -78,7 +86,6 @@ from tidemq.client.model import (
     group_config_json,
     queue_data_from_json,
 )
-from tidemq.common import properties as props
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.common.message_id import UniqueIdGenerator, decode_offset_message_id
@@ -94,10 +101,7 @@ from tidemq.protocol.headers import (
     DeleteTopicRequestHeader,
     GetRouteInfoRequestHeader,
     QueryMessageRequestHeader,
-    SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
     ViewMessageRequestHeader,
-    decode_header,
     encode_header,
 )
 from tidemq.protocol.message_codec import decode_record
@@ -137,13 +141,6 @@ UNIQUE_KEY_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 """Java MixAll.UNIQUE_MSG_QUERY_FLAG: extField of QUERY_MESSAGE."""
 MAX_QUERY_END = 2**63 - 1
 
-_SEND_OK_CODES: dict[int, str] = {
-    ResponseCode.SUCCESS: "SEND_OK",
-    ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
-    ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE",
-}
-
 
 class AdminClient:
     """Async admin client; use as `async with AdminClient("127.0.0.1:9876") as admin:`."""
@@ -159,7 +156,7 @@ class AdminClient:
         self._timeout = timeout
         self._clock = clock
         self._remoting: RemotingClient | None = None
-        self._ids: UniqueIdGenerator | None = None
+        self._codec: SendCodec | None = None
         self._publish_routes: dict[str, TopicRoute] = {}
         self._send_index: dict[str, int] = {}
 
@@ -583,29 +580,17 @@ class AdminClient:
                 template = await self.topic_route(DEFAULT_TOPIC)
             except AdminError:
                 raise exc from None
-            route = TopicRoute(
-                topic,
-                tuple(
-                    QueueData(
-                        q.broker_name,
-                        min(4, q.read_queue_nums),
-                        min(4, q.write_queue_nums),
-                        q.perm & (PERM_READ | PERM_WRITE),
-                    )
-                    for q in template.queue_datas
-                    if q.perm & PERM_INHERIT
-                ),
-                template.broker_datas,
-            )
+            route = route_from_template(topic, template, DEFAULT_TOPIC_QUEUE_NUMS)
             if not route.write_queues():
                 raise exc from None
         self._publish_routes[topic] = route
         return route
 
-    def _unique_id(self) -> str:
-        if self._ids is None:
-            self._ids = UniqueIdGenerator(self._clock)
-        return self._ids.next_id()
+    def _send_codec(self) -> SendCodec:
+        if self._codec is None:
+            ids = UniqueIdGenerator(self._clock)
+            self._codec = SendCodec(PRODUCER_GROUP, ids.next_id)
+        return self._codec
 
     async def send(
         self,
@@ -617,23 +602,16 @@ class AdminClient:
         *,
         flag: int = 0,
     ) -> SendResult:
-        """Send one message to the next queue (round-robin) of `topic`."""
-        message_properties: dict[str, str] = {}
-        for key, value in (properties or {}).items():
-            if key in props.SYSTEM_KEYS:
-                raise ValueError(f"property {key} is reserved by RocketMQ")
-            if not key or any(c in key + value for c in "\x01\x02"):
-                raise ValueError(f"property {key!r} has an empty name or a separator character")
-            message_properties[key] = value
-        if tags:
-            message_properties[props.TAGS] = tags
-        key_text = keys if isinstance(keys, str) else " ".join(keys or ())
-        if key_text.strip():
-            message_properties[props.KEYS] = key_text.strip()
-        unique_id = self._unique_id()
-        message_properties[props.UNIQ_KEY] = unique_id
-        message_properties[props.WAIT] = "true"
+        """Send one message to the next queue (round-robin) of `topic`.
 
+        Reserved or malformed property names raise ValueError; an invalid
+        topic, an empty or oversized body, AdminError MESSAGE_ILLEGAL (both
+        before any request)."""
+        message = make_message(topic, body, tags=tags, keys=keys, properties=properties, flag=flag)
+        try:
+            prepared = self._send_codec().prepare(message)
+        except ClientError as exc:
+            raise AdminError(exc.message, exc.code) from None
         route = await self._publish_route(topic)
         queues = route.write_queues()
         if not queues:
@@ -644,39 +622,12 @@ class AdminClient:
         self._send_index[topic] = index + 1
         queue = queues[index % len(queues)]
         address = route.masters()[queue.broker_name]
-        header = SendMessageRequestHeaderV2(
-            producer_group=PRODUCER_GROUP,
-            topic=topic,
-            default_topic=DEFAULT_TOPIC,
-            default_topic_queue_nums=4,
-            queue_id=queue.queue_id,
-            sys_flag=0,
-            born_timestamp=self._clock.now_ms(),
-            flag=flag,
-            properties=props.encode_properties(message_properties),
-            reconsume_times=0,
-            unit_mode=False,
-            batch=False,
-        )
-        response = await self._call(
-            address, RequestCode.SEND_MESSAGE_V2, encode_header(header), body
-        )
-        status = _SEND_OK_CODES.get(response.code)
-        if status is None:
-            raise AdminError(remark(response), response.code)
+        command = prepared.request(queue.queue_id, self._clock.now_ms())
+        response = await self._call(address, command.code, command.ext_fields, command.body)
         try:
-            result = decode_header(SendMessageResponseHeader, response.ext_fields)
-        except ProtocolError as exc:
-            raise AdminError(f"malformed send response: {exc}", ResponseCode.SYSTEM_ERROR) from None
-        return SendResult(
-            status=status,
-            msg_id=unique_id,
-            offset_msg_id=result.msg_id,
-            topic=topic,
-            broker_name=queue.broker_name,
-            queue_id=result.queue_id,
-            queue_offset=result.queue_offset,
-        )
+            return send_result(response, prepared, queue)
+        except ClientError as exc:
+            raise AdminError(exc.message, exc.code) from None
 
     async def query_by_key(
         self, topic: str, key: str, max_num: int = 32, *, unique: bool = False

@@ -1,0 +1,1002 @@
+"""The lite pull consumer: the application asks for messages with ``poll``
+(Java's DefaultLitePullConsumer, 4.9).
+
+Queues come either from ``subscribe`` (the group shares each topic's queues,
+rebalanced by :class:`~tidemq.client.consumer.rebalancer.Rebalancer` at
+start, every 20 s and when the group changes) or from ``assign`` (exactly
+these queues, no rebalance); the two are mutually exclusive.
+
+Every held queue has one owned pull task: it long-polls the queue's master
+(PULL_MESSAGE via :mod:`~tidemq.client.consumer.pull_api`) and appends each
+batch to a ProcessQueue (flow control: messages, MiB and offset span per
+queue, and messages over all queues; over a limit it backs off 50 ms) and to
+the shared buffer ``poll`` reads, so the buffer holds at most about
+``pull_threshold_for_all`` messages. ``poll`` returns one batch (up to
+``pull_batch_size`` messages of one queue, in offset order); a queue's
+consumed position is then the smallest offset it still buffers, or the next
+offset after everything polled.
+
+Positions are committed to the offset store (the broker when clustering,
+``offsets.json`` when broadcasting) by ``commit_sync``/``commit_async``, or,
+with ``auto_commit``, by ``poll`` once every ``auto_commit_interval_s`` (the
+positions polled before that call: a batch counts as consumed when the
+application asks for the next one) and at shutdown. A seek moves a queue's
+pull and consumed positions and discards what it buffered. ``pause`` stops a
+queue's pulls and holds back its buffered batches until ``resume``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from tidemq.client._core.allocation import AllocateStrategy, Averagely
+from tidemq.client._core.process_queue import (
+    DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN,
+    DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
+    DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB,
+    ProcessQueue,
+)
+from tidemq.client._core.rebalance import (
+    ConsumeFromWhere,
+    default_consume_timestamp,
+    parse_consume_timestamp,
+)
+from tidemq.client._loop import LoopThread
+from tidemq.client.consumer import queue_offsets
+from tidemq.client.consumer.listener import MessageModel
+from tidemq.client.consumer.offset_store import (
+    BrokerOffsetStore,
+    LocalFileOffsetStore,
+    ReadOffsetType,
+)
+from tidemq.client.consumer.pull_api import PullStatus, pull_message
+from tidemq.client.consumer.rebalancer import Rebalancer
+from tidemq.client.consumer.subscription import SubscriptionSpec
+from tidemq.client.errors import ClientError
+from tidemq.client.instance import ClientConfig, ClientInstance
+from tidemq.client.model import TopicRoute
+from tidemq.common.message import MessageExt, MessageQueue
+from tidemq.common.tasks import TaskSet
+from tidemq.protocol import ResponseCode
+from tidemq.protocol.heartbeat import CONSUME_ACTIVELY, ConsumerData
+
+__all__ = ["AsyncLitePullConsumer", "CommitCallback", "LitePullConsumer"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
+"""Java's placeholder group name, refused as a real group."""
+_VALID_GROUP = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
+
+DEFAULT_PULL_BATCH_SIZE = 10
+DEFAULT_PULL_THRESHOLD_FOR_ALL = 10_000
+"""Java ``pullThresholdForAll``: messages buffered over every queue."""
+DEFAULT_POLL_TIMEOUT_S = 5.0
+DEFAULT_AUTO_COMMIT_INTERVAL_S = 5.0
+SUSPEND_MS = 20_000
+"""Long-polling hold of a pull (Java lite pull's brokerSuspendMaxTimeMillis)."""
+FLOW_CONTROL_BACKOFF_S = 0.05
+PULL_ERROR_BACKOFF_S = 1.0
+"""Pause of a queue's pulls after a failed pull or start-offset lookup."""
+REBALANCE_INTERVAL_S = 20.0
+PERSIST_INTERVAL_S = 5.0
+FLOW_CONTROL_LOG_EVERY = 1000
+"""Log one flow-control back-off in this many (Java logs every 1000th)."""
+
+CommitCallback = Callable[[BaseException | None], None]
+"""Called on the loop with None after a commit, or with its exception."""
+
+
+@dataclass(slots=True)
+class _Batch:
+    mq: MessageQueue
+    messages: list[MessageExt]
+    generation: int
+    """The queue's generation when pulled; a seek makes older batches stale."""
+
+
+@dataclass(slots=True, eq=False)
+class _QueueState:
+    """One held queue: its buffer, positions and pull task."""
+
+    mq: MessageQueue
+    pq: ProcessQueue
+    subscription: SubscriptionSpec
+    pull_offset: int = -1
+    """Next offset to pull; -1 = compute the start (stored offset / ConsumeFromWhere)."""
+    consumed_offset: int = -1
+    """Next offset after what poll handed out (what a commit stores); -1 = none yet."""
+    generation: int = 0
+    paused: bool = False
+    held: list[_Batch] = field(default_factory=list)
+    """Batches poll met while the queue was paused, given out after resume."""
+    resumed: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class AsyncLitePullConsumer:
+    """Pull-style consumer; ``subscribe`` or ``assign``, ``await start()``, then ``poll``.
+
+    Use as ``async with AsyncLitePullConsumer("group", namesrv) as consumer``
+    (after subscribe/assign) or call ``start()`` / ``shutdown()``.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] = "127.0.0.1:9876",
+        *,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: str | None = None,
+        allocate_strategy: AllocateStrategy | None = None,
+        auto_commit: bool = True,
+        auto_commit_interval_s: float = DEFAULT_AUTO_COMMIT_INTERVAL_S,
+        pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE,
+        pull_threshold_for_queue: int = DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
+        pull_threshold_size_for_queue_mib: int = DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB,
+        pull_threshold_for_all: int = DEFAULT_PULL_THRESHOLD_FOR_ALL,
+        consume_max_span: int = DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN,
+        poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
+        rebalance_interval_s: float = REBALANCE_INTERVAL_S,
+        persist_interval_s: float = PERSIST_INTERVAL_S,
+        offset_store_dir: str | Path | None = None,
+        instance_name: str | None = None,
+        client_config: ClientConfig | None = None,
+    ) -> None:
+        if not isinstance(group, str) or _VALID_GROUP.fullmatch(group) is None:
+            raise ValueError(
+                f"consumer group {group!r} is invalid: 1 to 255 characters of [%|a-zA-Z0-9_-]"
+            )
+        if group == DEFAULT_CONSUMER_GROUP:
+            raise ValueError(f"{DEFAULT_CONSUMER_GROUP} is a placeholder: name your group")
+        _check_range("auto_commit_interval_s", auto_commit_interval_s, 0.0, None, open_low=True)
+        _check_range("pull_batch_size", pull_batch_size, 1, 1024)
+        _check_range("pull_threshold_for_queue", pull_threshold_for_queue, 1, 65535)
+        _check_range(
+            "pull_threshold_size_for_queue_mib", pull_threshold_size_for_queue_mib, 1, 1024
+        )
+        _check_range("pull_threshold_for_all", pull_threshold_for_all, 1, None)
+        _check_range("consume_max_span", consume_max_span, 1, 65535)
+        _check_range("poll_timeout_s", poll_timeout_s, 0.0, None)
+        _check_range("rebalance_interval_s", rebalance_interval_s, 0.0, None, open_low=True)
+        _check_range("persist_interval_s", persist_interval_s, 0.0, None, open_low=True)
+        if consume_timestamp is not None:
+            parse_consume_timestamp(consume_timestamp)  # ValueError when malformed
+        config = client_config
+        if config is None:
+            config = ClientConfig(namesrv=namesrv)
+            if instance_name is not None:
+                config.instance_name = instance_name
+        self._group = group
+        self._instance = ClientInstance(config)
+        self._clock = self._instance.clock
+        self.message_model = message_model
+        self.consume_from_where = consume_from_where
+        self.consume_timestamp = consume_timestamp or default_consume_timestamp(
+            self._clock.now_ms()
+        )
+        self.auto_commit = auto_commit
+        self.auto_commit_interval_s = auto_commit_interval_s
+        self.pull_batch_size = pull_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue_mib = pull_threshold_size_for_queue_mib
+        self.pull_threshold_for_all = pull_threshold_for_all
+        self.consume_max_span = consume_max_span
+        self.poll_timeout_s = poll_timeout_s
+        self.rebalance_interval_s = rebalance_interval_s
+        self.persist_interval_s = persist_interval_s
+        self.suspend_ms = SUSPEND_MS
+        self._store: BrokerOffsetStore | LocalFileOffsetStore
+        if message_model is MessageModel.BROADCASTING:
+            directory = Path(offset_store_dir) if offset_store_dir is not None else None
+            self._store = LocalFileOffsetStore(group, self._instance.client_id, directory)
+        else:
+            self._store = BrokerOffsetStore(self._instance, group)
+        self._rebalancer = Rebalancer(
+            instance=self._instance,
+            group=group,
+            broadcasting=message_model is MessageModel.BROADCASTING,
+            strategy=allocate_strategy or Averagely(),
+            offset_store=self._store,
+            consume_from=consume_from_where,
+            consume_timestamp=self.consume_timestamp,
+            listener=self,
+        )
+        self._mode: str | None = None  # "subscribe" or "assign"
+        self._subscriptions: dict[str, SubscriptionSpec] = {}
+        self._assigned: set[MessageQueue] = set()
+        self._queues: dict[MessageQueue, _QueueState] = {}
+        self._buffer: asyncio.Queue[_Batch | None] = asyncio.Queue()
+        self._tasks = TaskSet(f"lite pull consumer {group}")
+        self._rebalance_wakeup = asyncio.Event()
+        self._next_auto_commit = 0.0
+        self._flow_control_count = 0
+        self._state = "created"
+
+    # -- properties --------------------------------------------------------------------
+
+    @property
+    def group(self) -> str:
+        return self._group
+
+    @property
+    def client_id(self) -> str:
+        return self._instance.client_id
+
+    @property
+    def client_instance(self) -> ClientInstance:
+        return self._instance
+
+    @property
+    def offset_store(self) -> BrokerOffsetStore | LocalFileOffsetStore:
+        return self._store
+
+    def assignment(self) -> set[MessageQueue]:
+        """The queues this consumer holds now."""
+        return set(self._queues)
+
+    def buffered(self, mq: MessageQueue | None = None) -> int:
+        """Messages pulled but not yet polled, of `mq` or of every held queue."""
+        if mq is not None:
+            state = self._queues.get(mq)
+            return 0 if state is None else state.pq.count
+        return sum(state.pq.count for state in self._queues.values())
+
+    # -- choosing queues ---------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
+        """Share `topic`'s queues with the group (rebalanced); ValueError when malformed."""
+        self._check_open()
+        if self._mode == "assign":
+            raise ClientError(
+                "subscribe and assign are mutually exclusive: this consumer uses assign",
+                ResponseCode.INVALID_PARAMETER,
+            )
+        spec = SubscriptionSpec.parse(
+            topic, expression, expression_type, sub_version=self._clock.now_ms()
+        )
+        self._mode = "subscribe"
+        self._subscriptions[topic] = spec
+        self._rebalancer.subscriptions[topic] = spec
+        for mq, state in self._queues.items():
+            if mq.topic == topic:
+                state.subscription = spec  # the next pulls filter with it
+        if self._state == "running":
+            self._tasks.spawn(self._after_subscription_change())
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop consuming `topic`; its queues are released at the next rebalance (now)."""
+        self._check_open()
+        self._subscriptions.pop(topic, None)
+        self._rebalancer.subscriptions.pop(topic, None)
+        if self._state == "running":
+            self._tasks.spawn(self._after_subscription_change())
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Consume exactly `queues` (no rebalance); replaces an earlier assignment."""
+        self._check_open()
+        if self._mode == "subscribe":
+            raise ClientError(
+                "subscribe and assign are mutually exclusive: this consumer uses subscribe",
+                ResponseCode.INVALID_PARAMETER,
+            )
+        wanted = set(queues)
+        for mq in wanted:
+            if not isinstance(mq, MessageQueue):
+                raise ValueError(f"assign() takes MessageQueues, not {mq!r}")
+        self._mode = "assign"
+        self._assigned = wanted
+        if self._state == "running":
+            self._apply_assignment()
+
+    async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of `topic` (ClientError TOPIC_NOT_EXIST if unknown)."""
+        route = await self._instance.route(topic, refresh=True)
+        return route.read_queues()
+
+    # -- life cycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, start pulling the subscribed or assigned queues."""
+        if self._state == "running":
+            return
+        self._check_open()
+        self._state = "running"
+        try:
+            await self._instance.start()
+            self._instance.register_consumer(self)
+            await self._store.load()
+            for topic in sorted(self.subscribed_topics()):  # brokers to heartbeat
+                try:
+                    await self._instance.route(topic)
+                except ClientError as exc:
+                    log.warning("%s: no route for %s yet: %s", self._group, topic, exc)
+            await self._instance.send_heartbeat()
+            if self._mode == "assign":
+                self._apply_assignment()
+            elif self._mode == "subscribe":
+                await self._rebalancer.rebalance()
+            self._next_auto_commit = self._clock.monotonic() + self.auto_commit_interval_s
+            self._tasks.spawn(self._rebalance_loop())
+            self._tasks.spawn(self._persist_loop())
+        except BaseException:
+            await self._close()
+            raise
+
+    async def shutdown(self) -> None:
+        """Stop pulling, commit (auto-commit) and persist offsets, unregister, close."""
+        if self._state in ("stopping", "closed"):
+            return
+        if self._state == "created":
+            self._state = "closed"
+            await self._instance.close()
+            return
+        self._state = "stopping"
+        await self._tasks.cancel_all()
+        if self.auto_commit:
+            self._commit_in_memory(None)
+        held = [mq for mq, state in self._queues.items() if not state.pq.dropped]
+        for state in self._queues.values():
+            state.pq.dropped = True
+        try:
+            await self._store.persist_all(held, oneway=False)
+        except ClientError as exc:
+            log.warning("%s: offsets not persisted at shutdown: %s", self._group, exc)
+        await self._close()
+
+    async def _close(self) -> None:
+        self._state = "closed"
+        await self._tasks.cancel_all()
+        with contextlib.suppress(ClientError):
+            await self._instance.unregister(consumer_group=self._group)
+        await self._instance.close()
+        self._buffer.put_nowait(None)  # wakes any poll
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    def _check_open(self) -> None:
+        if self._state in ("stopping", "closed"):
+            raise ClientError("this consumer has been shut down", ResponseCode.SYSTEM_ERROR)
+
+    def _check_running(self) -> None:
+        if self._state != "running":
+            raise ClientError(
+                "the consumer is not running: call start() first"
+                if self._state == "created"
+                else "this consumer has been shut down",
+                ResponseCode.SYSTEM_ERROR,
+            )
+
+    # -- polling ---------------------------------------------------------------------
+
+    async def poll(self, timeout_s: float | None = None) -> list[MessageExt]:
+        """The next batch of messages of one queue, or [] after `timeout_s` (default
+        ``poll_timeout_s``) without any."""
+        self._check_running()
+        timeout = self.poll_timeout_s if timeout_s is None else timeout_s
+        if timeout < 0:
+            raise ValueError(f"poll timeout must be >= 0, not {timeout}")
+        await self._maybe_auto_commit()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                if remaining <= 0:
+                    batch = self._buffer.get_nowait()
+                else:
+                    batch = await asyncio.wait_for(self._buffer.get(), remaining)
+            except (TimeoutError, asyncio.QueueEmpty):
+                return []
+            if batch is None:  # shutting down
+                self._buffer.put_nowait(None)
+                return []
+            state = self._queues.get(batch.mq)
+            if state is None or state.pq.dropped or batch.generation != state.generation:
+                continue
+            if state.paused:
+                state.held.append(batch)
+                continue
+            offset = state.pq.remove(batch.messages)
+            if state.pq.count == 0 and state.pull_offset >= 0:
+                # Nothing else buffered: everything before the next pull offset
+                # was polled or filtered out by the broker.
+                offset = max(offset, state.pull_offset)
+            if offset >= 0:
+                state.consumed_offset = offset
+            return batch.messages
+
+    # -- positions -------------------------------------------------------------------
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Consume `mq` from `offset` next; ClientError when outside [min, max] offset."""
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise ValueError(f"seek offset must be an int, not {offset!r}")
+        state = self._held(mq)
+        low = await queue_offsets.min_offset(self._instance, mq)
+        high = await queue_offsets.max_offset(self._instance, mq)
+        if not low <= offset <= high:
+            raise ClientError(
+                f"seek offset {offset} of {_describe(mq)} is outside its range [{low}, {high}]",
+                ResponseCode.INVALID_PARAMETER,
+            )
+        if self._queues.get(mq) is state:
+            self._reset_position(state, offset)
+
+    async def seek_to_begin(self, mq: MessageQueue) -> None:
+        state = self._held(mq)
+        offset = await queue_offsets.min_offset(self._instance, mq)
+        if self._queues.get(mq) is state:
+            self._reset_position(state, offset)
+
+    async def seek_to_end(self, mq: MessageQueue) -> None:
+        state = self._held(mq)
+        offset = await queue_offsets.max_offset(self._instance, mq)
+        if self._queues.get(mq) is state:
+            self._reset_position(state, offset)
+
+    async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The first offset of `mq` stored at or after `timestamp_ms` (for ``seek``)."""
+        self._check_running()
+        return await queue_offsets.search_offset(self._instance, mq, timestamp_ms)
+
+    async def committed(self, mq: MessageQueue) -> int:
+        """The committed offset of `mq` (memory first, else the store); -1 if none."""
+        self._check_running()
+        return await self._store.read(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
+
+    async def commit_sync(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
+        """Commit the polled positions (or `offsets`) and wait until they are stored."""
+        self._check_running()
+        await self._persist_each(self._commit_in_memory(offsets))
+
+    def commit_async(
+        self,
+        offsets: Mapping[MessageQueue, int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> asyncio.Task[None]:
+        """Commit like commit_sync, storing in the background; `callback` gets the outcome.
+
+        Bad `offsets` raise at once; a failure to store goes to the callback
+        (and the returned task), or is logged when there is no callback."""
+        self._check_running()
+        task = self._tasks.spawn(self._persist_each(self._commit_in_memory(offsets)))
+
+        def done(finished: asyncio.Task[None]) -> None:
+            error: BaseException | None
+            if finished.cancelled():
+                error = ClientError(
+                    "the commit was cancelled by shutdown (which persists committed offsets)",
+                    ResponseCode.SYSTEM_ERROR,
+                )
+            else:
+                error = finished.exception()
+            if error is not None and callback is None:
+                log.warning("%s: async commit failed: %s", self._group, error)
+            if callback is not None:
+                try:
+                    callback(error)
+                except Exception:
+                    log.exception("%s: commit callback %r failed", self._group, callback)
+
+        task.add_done_callback(done)
+        return task
+
+    def pause(self, queues: Iterable[MessageQueue]) -> None:
+        """Stop pulling `queues` and hold back their buffered messages."""
+        for mq in queues:
+            state = self._queues.get(mq)
+            if state is not None:
+                state.paused = True
+                state.resumed.clear()
+
+    def resume(self, queues: Iterable[MessageQueue]) -> None:
+        """Undo ``pause``: pulls start again and held batches go back to poll."""
+        for mq in queues:
+            state = self._queues.get(mq)
+            if state is None or not state.paused:
+                continue
+            state.paused = False
+            for batch in state.held:
+                self._buffer.put_nowait(batch)
+            state.held.clear()
+            state.resumed.set()
+
+    def _held(self, mq: MessageQueue) -> _QueueState:
+        self._check_running()
+        state = self._queues.get(mq)
+        if state is None or state.pq.dropped:
+            raise ClientError(
+                f"{_describe(mq)} is not assigned to this consumer "
+                "(not assigned, or moved by a rebalance)",
+                ResponseCode.INVALID_PARAMETER,
+            )
+        return state
+
+    def _reset_position(self, state: _QueueState, offset: int) -> None:
+        """Pull and consume `state`'s queue from `offset`; buffered messages are discarded."""
+        state.generation += 1
+        state.pq.clear()
+        state.held.clear()
+        state.pull_offset = offset
+        state.consumed_offset = offset
+        self._restart_pulling(state)
+
+    def _commit_in_memory(self, offsets: Mapping[MessageQueue, int] | None) -> list[MessageQueue]:
+        """Put positions in the offset store's memory; the queues to persist."""
+        if offsets is None:
+            chosen = {
+                mq: state.consumed_offset
+                for mq, state in self._queues.items()
+                if state.consumed_offset >= 0 and not state.pq.dropped
+            }
+        else:
+            chosen = {}
+            for mq, offset in offsets.items():
+                if mq not in self._queues:
+                    raise ClientError(
+                        f"cannot commit {_describe(mq)}: it is not assigned to this consumer",
+                        ResponseCode.INVALID_PARAMETER,
+                    )
+                if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                    raise ValueError(f"offset of {_describe(mq)} must be an int >= 0")
+                chosen[mq] = offset
+        for mq, offset in chosen.items():
+            self._store.update(mq, offset)
+        return sorted(chosen)
+
+    async def _persist_each(self, mqs: Iterable[MessageQueue]) -> None:
+        for mq in mqs:
+            await self._store.persist(mq, oneway=False)
+
+    async def _maybe_auto_commit(self) -> None:
+        if not self.auto_commit or self._clock.monotonic() < self._next_auto_commit:
+            return
+        self._next_auto_commit = self._clock.monotonic() + self.auto_commit_interval_s
+        for mq in self._commit_in_memory(None):
+            await self._store.persist(mq)
+
+    # -- holding queues --------------------------------------------------------------
+
+    def _subscription_of(self, mq: MessageQueue) -> SubscriptionSpec:
+        spec = self._subscriptions.get(mq.topic)
+        if spec is None:
+            spec = SubscriptionSpec.parse(mq.topic, "*", sub_version=self._clock.now_ms())
+        return spec
+
+    def _hold(self, mq: MessageQueue, pq: ProcessQueue, start_offset: int) -> _QueueState:
+        state = _QueueState(
+            mq=mq,
+            pq=pq,
+            subscription=self._subscription_of(mq),
+            pull_offset=start_offset,
+            consumed_offset=start_offset,
+        )
+        state.resumed.set()
+        self._queues[mq] = state
+        self._restart_pulling(state)
+        return state
+
+    def _drop(self, mq: MessageQueue) -> bool:
+        """Stop `mq`'s pulls, forget it and (auto-commit) commit its position in memory."""
+        state = self._queues.pop(mq, None)
+        if state is None:
+            return False
+        state.pq.dropped = True
+        if state.task is not None:
+            state.task.cancel()
+        if self.auto_commit and state.consumed_offset >= 0:
+            self._store.update(mq, state.consumed_offset)
+        return True
+
+    async def _persist_released(self, mq: MessageQueue) -> None:
+        """Store a released queue's offset (awaited: its next owner reads it) and forget it."""
+        try:
+            await self._store.persist(mq, oneway=False)
+        except ClientError as exc:
+            log.warning("%s: offset of %s not persisted: %s", self._group, _describe(mq), exc)
+        if mq not in self._queues:
+            self._store.remove(mq)
+
+    def _apply_assignment(self) -> None:
+        for mq in sorted(set(self._queues) - self._assigned):
+            if self._drop(mq):
+                self._tasks.spawn(self._persist_released(mq))
+        for mq in sorted(self._assigned - set(self._queues)):
+            self._hold(mq, ProcessQueue(self._clock), -1)
+
+    # Rebalancer's listener (subscribe mode)
+
+    async def on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        if self._drop(mq):
+            await self._persist_released(mq)
+        return True
+
+    async def on_queue_added(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+        self._hold(mq, pq, next_offset)
+
+    def on_assignment_changed(
+        self, topic: str, all_queues: Sequence[MessageQueue], assigned: Sequence[MessageQueue]
+    ) -> None:
+        log.info(
+            "%s: %s: holding %d of %d queues", self._group, topic, len(assigned), len(all_queues)
+        )
+
+    # ClientInstance's member interface
+
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self._group,
+            consume_type=CONSUME_ACTIVELY,
+            message_model=self.message_model.value,
+            consume_from_where=self.consume_from_where.value,
+            subscriptions=tuple(spec.to_wire() for _, spec in sorted(self._subscriptions.items())),
+        )
+
+    def subscribed_topics(self) -> set[str]:
+        return set(self._subscriptions) | {mq.topic for mq in self._assigned}
+
+    def on_route_changed(self, topic: str, route: TopicRoute) -> None:
+        self._rebalancer.on_route_changed(topic, route)
+        if topic in self._subscriptions:
+            self.rebalance_soon()
+
+    def rebalance_soon(self) -> None:
+        if self._mode == "subscribe":
+            self._rebalance_wakeup.set()
+
+    def reset_offsets(self, topic: str, offsets: Mapping[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (admin reset): held queues restart there."""
+        for mq, offset in offsets.items():
+            state = self._queues.get(mq)
+            if state is not None and mq.topic == topic and offset >= 0:
+                self._reset_position(state, offset)
+                self._store.update(mq, offset)
+
+    def running_info(self) -> dict[str, Any]:
+        """GET_CONSUMER_RUNNING_INFO (Java ConsumerRunningInfo, the useful parts)."""
+        offsets = self._store.table()
+        table: dict[str, Any] = {}
+        for mq, state in sorted(self._queues.items()):
+            pq = state.pq
+            table[f"{mq.topic}@{mq.broker_name}@{mq.queue_id}"] = {
+                "commitOffset": offsets.get(mq, -1),
+                "pullOffset": state.pull_offset,
+                "consumedOffset": state.consumed_offset,
+                "cachedMsgCount": pq.count,
+                "cachedMsgSizeInMiB": pq.size_bytes // (1024 * 1024),
+                "cachedMsgMinOffset": pq.min_offset if pq.min_offset is not None else 0,
+                "cachedMsgMaxOffset": pq.max_offset,
+                "droped": pq.dropped,
+                "paused": state.paused,
+            }
+        return {
+            "properties": {
+                "consumerGroup": self._group,
+                "messageModel": self.message_model.value,
+                "consumeType": CONSUME_ACTIVELY,
+                "consumeFromWhere": self.consume_from_where.value,
+                "pullBatchSize": str(self.pull_batch_size),
+                "autoCommit": str(self.auto_commit).lower(),
+                "allocateMessageQueueStrategy": self._rebalancer.strategy.name,
+            },
+            "subscriptionSet": [
+                spec.to_wire().to_json() for _, spec in sorted(self._subscriptions.items())
+            ],
+            "mqTable": table,
+            "consumeOrderly": False,
+        }
+
+    # -- background work ---------------------------------------------------------------
+
+    async def _after_subscription_change(self) -> None:
+        await self._instance.send_heartbeat()
+        self.rebalance_soon()
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._rebalance_wakeup.wait(), self.rebalance_interval_s)
+            self._rebalance_wakeup.clear()
+            if self._mode != "subscribe":
+                continue
+            try:
+                await self._rebalancer.rebalance()
+            except Exception:
+                log.exception("%s: rebalance failed", self._group)
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.persist_interval_s)
+            held = [mq for mq, state in self._queues.items() if not state.pq.dropped]
+            try:
+                await self._store.persist_all(held)
+            except Exception:
+                log.exception("%s: persisting offsets failed", self._group)
+
+    def _restart_pulling(self, state: _QueueState) -> None:
+        if state.task is not None:
+            state.task.cancel()
+        state.task = self._tasks.spawn(self._pull_loop(state))
+
+    def _flow_control(self, state: _QueueState) -> str | None:
+        total = self.buffered()
+        if total > self.pull_threshold_for_all:
+            return f"{total} messages buffered > {self.pull_threshold_for_all} over all queues"
+        return state.pq.over_limits(
+            self.pull_threshold_for_queue,
+            self.pull_threshold_size_for_queue_mib,
+            self.consume_max_span,
+        )
+
+    async def _pull_loop(self, state: _QueueState) -> None:
+        mq = state.mq
+        while not state.pq.dropped and self._queues.get(mq) is state:
+            if state.paused:
+                await state.resumed.wait()
+                continue
+            reason = self._flow_control(state)
+            if reason is not None:
+                self._flow_control_count += 1
+                if self._flow_control_count % FLOW_CONTROL_LOG_EVERY == 1:
+                    log.warning("%s: flow control on %s: %s", self._group, _describe(mq), reason)
+                await asyncio.sleep(FLOW_CONTROL_BACKOFF_S)
+                continue
+            if state.pull_offset < 0:
+                start = await self._rebalancer.compute_pull_from_where(mq)
+                if start < 0:
+                    await asyncio.sleep(PULL_ERROR_BACKOFF_S)
+                    continue
+                state.pull_offset = start
+                if state.consumed_offset < 0:
+                    state.consumed_offset = start
+            await self._pull_once(state)
+
+    async def _pull_once(self, state: _QueueState) -> None:
+        offset, generation = state.pull_offset, state.generation
+        try:
+            result = await pull_message(
+                self._instance,
+                group=self._group,
+                mq=state.mq,
+                subscription=state.subscription,
+                offset=offset,
+                max_nums=self.pull_batch_size,
+                suspend_ms=self.suspend_ms,
+            )
+        except ClientError as exc:
+            log.warning("%s: pulling %s failed: %s", self._group, _describe(state.mq), exc)
+            await asyncio.sleep(PULL_ERROR_BACKOFF_S)
+            return
+        if state.pq.dropped or state.generation != generation:
+            return
+        state.pq.mark_pulled()
+        if result.status is PullStatus.OFFSET_ILLEGAL:
+            log.warning(
+                "%s: offset %d of %s is illegal (queue holds %d..%d); moving to %d",
+                self._group,
+                offset,
+                _describe(state.mq),
+                result.min_offset,
+                result.max_offset,
+                result.next_begin_offset,
+            )
+        if result.messages:
+            state.pq.put(result.messages)
+            self._buffer.put_nowait(_Batch(state.mq, result.messages, generation))
+        elif state.pq.count == 0 and not state.held:
+            # Nothing buffered and nothing matched: everything before the next
+            # offset was polled or filtered out, so the position moves too.
+            state.consumed_offset = max(state.consumed_offset, result.next_begin_offset)
+        state.pull_offset = result.next_begin_offset
+
+
+def _check_range(
+    name: str,
+    value: float,
+    low: float,
+    high: float | None,
+    *,
+    open_low: bool = False,
+) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number, not {value!r}")
+    too_low = value <= low if open_low else value < low
+    if too_low or (high is not None and value > high):
+        bound = f"> {low}" if open_low else f">= {low}"
+        limit = f"{bound} and <= {high}" if high is not None else bound
+        raise ValueError(f"{name} must be {limit}, not {value}")
+
+
+def _describe(mq: MessageQueue) -> str:
+    return f"{mq.topic}/{mq.broker_name}/{mq.queue_id}"
+
+
+# -- blocking API -------------------------------------------------------------------------
+
+
+async def _build(
+    group: str, namesrv: str | Sequence[str], options: dict[str, Any]
+) -> AsyncLitePullConsumer:
+    return AsyncLitePullConsumer(group, namesrv, **options)
+
+
+class LitePullConsumer:
+    """The blocking lite pull consumer: the AsyncLitePullConsumer core on a loop thread.
+
+    Same arguments and methods as the async consumer, without ``await``;
+    ``commit_async`` returns a concurrent.futures.Future (its callback runs on
+    the loop thread). ``shutdown()`` also stops the loop thread.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] = "127.0.0.1:9876",
+        *,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: str | None = None,
+        allocate_strategy: AllocateStrategy | None = None,
+        auto_commit: bool = True,
+        auto_commit_interval_s: float = DEFAULT_AUTO_COMMIT_INTERVAL_S,
+        pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE,
+        pull_threshold_for_queue: int = DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
+        pull_threshold_size_for_queue_mib: int = DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB,
+        pull_threshold_for_all: int = DEFAULT_PULL_THRESHOLD_FOR_ALL,
+        consume_max_span: int = DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN,
+        poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
+        rebalance_interval_s: float = REBALANCE_INTERVAL_S,
+        persist_interval_s: float = PERSIST_INTERVAL_S,
+        offset_store_dir: str | Path | None = None,
+        instance_name: str | None = None,
+        client_config: ClientConfig | None = None,
+    ) -> None:
+        options: dict[str, Any] = {
+            "message_model": message_model,
+            "consume_from_where": consume_from_where,
+            "consume_timestamp": consume_timestamp,
+            "allocate_strategy": allocate_strategy,
+            "auto_commit": auto_commit,
+            "auto_commit_interval_s": auto_commit_interval_s,
+            "pull_batch_size": pull_batch_size,
+            "pull_threshold_for_queue": pull_threshold_for_queue,
+            "pull_threshold_size_for_queue_mib": pull_threshold_size_for_queue_mib,
+            "pull_threshold_for_all": pull_threshold_for_all,
+            "consume_max_span": consume_max_span,
+            "poll_timeout_s": poll_timeout_s,
+            "rebalance_interval_s": rebalance_interval_s,
+            "persist_interval_s": persist_interval_s,
+            "offset_store_dir": offset_store_dir,
+            "instance_name": instance_name,
+            "client_config": client_config,
+        }
+        self._loop = LoopThread(name=f"tidemq-lite-pull-{group}")
+        try:
+            self._core = self._loop.run(_build(group, namesrv, options))
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    @property
+    def core(self) -> AsyncLitePullConsumer:
+        """The asyncio consumer this one drives (use it only on its loop)."""
+        return self._core
+
+    @property
+    def group(self) -> str:
+        return self._core.group
+
+    @property
+    def client_id(self) -> str:
+        return self._core.client_id
+
+    def _call(self, function: Callable[[], Any]) -> Any:
+        async def run() -> Any:
+            return function()
+
+        return self._loop.run(run())
+
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
+        self._call(lambda: self._core.subscribe(topic, expression, expression_type))
+
+    def unsubscribe(self, topic: str) -> None:
+        self._call(lambda: self._core.unsubscribe(topic))
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        chosen = list(queues)
+        self._call(lambda: self._core.assign(chosen))
+
+    def assignment(self) -> set[MessageQueue]:
+        result: set[MessageQueue] = self._call(self._core.assignment)
+        return result
+
+    def buffered(self, mq: MessageQueue | None = None) -> int:
+        result: int = self._call(lambda: self._core.buffered(mq))
+        return result
+
+    def pause(self, queues: Iterable[MessageQueue]) -> None:
+        chosen = list(queues)
+        self._call(lambda: self._core.pause(chosen))
+
+    def resume(self, queues: Iterable[MessageQueue]) -> None:
+        chosen = list(queues)
+        self._call(lambda: self._core.resume(chosen))
+
+    def start(self) -> None:
+        self._loop.run(self._core.start())
+
+    def shutdown(self) -> None:
+        """Shut the core down and stop the loop thread (idempotent)."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.run(self._core.shutdown())
+        self._loop.stop()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    def poll(self, timeout_s: float | None = None) -> list[MessageExt]:
+        return self._loop.run(self._core.poll(timeout_s))
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        self._loop.run(self._core.seek(mq, offset))
+
+    def seek_to_begin(self, mq: MessageQueue) -> None:
+        self._loop.run(self._core.seek_to_begin(mq))
+
+    def seek_to_end(self, mq: MessageQueue) -> None:
+        self._loop.run(self._core.seek_to_end(mq))
+
+    def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._loop.run(self._core.offset_for_timestamp(mq, timestamp_ms))
+
+    def committed(self, mq: MessageQueue) -> int:
+        return self._loop.run(self._core.committed(mq))
+
+    def commit_sync(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
+        self._loop.run(self._core.commit_sync(offsets))
+
+    def commit_async(
+        self,
+        offsets: Mapping[MessageQueue, int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> concurrent.futures.Future[None]:
+        """A concurrent.futures.Future that settles when the commit is stored."""
+        chosen = dict(offsets) if offsets is not None else None
+
+        async def commit() -> None:
+            await self._core.commit_async(chosen, callback)
+
+        return self._loop.submit(commit())
+
+    def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        return self._loop.run(self._core.fetch_message_queues(topic))

@@ -1,0 +1,777 @@
+"""Producers: `AsyncProducer` (the asyncio core) and `Producer`, its blocking
+twin running the same core on a loop thread.
+
+Behaviour follows Java's DefaultMQProducer (4.9.x):
+
+* routes come from the ClientInstance (refreshed every 30 s); a topic the name
+  server does not know is sent along the TBW102 template route, so a broker
+  that auto-creates topics creates it;
+* the queue is picked round robin, skipping brokers the latency fault
+  tolerance marks slow or failing; every attempt reports its latency (a failed
+  one isolates its broker);
+* `send` makes up to 1 + `retry_times_when_send_failed` attempts, each on
+  another broker when there is one, all within `send_timeout_s`; retried are
+  transport failures and the broker codes Java retries (RETRY_ON_CODES);
+  a send with a chosen queue, selector or sharding key makes one attempt;
+* `send_async` retries only transport failures (as Java's async path), up to
+  `retry_times_when_send_async_failed` times; `send_oneway` tries once;
+* bodies of at least `compress_over_bytes` travel zlib-compressed; every
+  message gets a unique id (UNIQ_KEY) unless it has one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import re
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from tidemq.client._core.queue_selection import (
+    LatencyFaultTolerance,
+    QueueSelector,
+    select_by_sharding_key,
+)
+from tidemq.client._loop import LoopThread
+from tidemq.client._send import (
+    DEFAULT_COMPRESS_OVER_BYTES,
+    DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULT_PRODUCER_GROUP,
+    DEFAULT_TOPIC,
+    DEFAULT_TOPIC_QUEUE_NUMS,
+    RETRY_ON_CODES,
+    PreparedSend,
+    SendCodec,
+    make_message,
+    route_from_template,
+    send_result,
+)
+from tidemq.client._wire import call
+from tidemq.client.errors import ClientError
+from tidemq.client.instance import ClientConfig, ClientInstance
+from tidemq.client.model import SendResult, TopicRoute
+from tidemq.common.message import Message, MessageQueue
+from tidemq.common.message_id import UniqueIdGenerator, host_bytes
+from tidemq.common.tasks import TaskSet
+from tidemq.protocol import ResponseCode
+
+__all__ = [
+    "AsyncProducer",
+    "MessageQueueSelector",
+    "Producer",
+    "SendCallback",
+    "make_message",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
+"""Java's MessageQueueSelector.select(mqs, msg, arg): picks one of the topic's writable queues."""
+SendCallback = Callable[[SendResult | BaseException], None]
+"""Called once with the SendResult, or the exception the send ended with."""
+
+_VALID_GROUP = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
+
+
+@dataclass(slots=True)
+class _PublishInfo:
+    """What sending to one topic needs, rebuilt whenever its route changes."""
+
+    route: TopicRoute
+    queues: tuple[MessageQueue, ...]
+    queue_set: frozenset[MessageQueue]
+    selector: QueueSelector
+    masters: dict[str, str]
+    from_template: bool
+    """True while the topic is unknown to the name server (TBW102 route)."""
+
+
+class AsyncProducer:
+    """Sends messages; `await start()` first (or `async with`), `await shutdown()` at the end.
+
+    `client_instance`, when given, is a started ClientInstance shared with its
+    owner (for example a consumer's send-back fallback); the producer then
+    neither starts nor closes it. Otherwise the producer owns a ClientInstance
+    made from `client_config` (or from `namesrv` and `instance_name`).
+    """
+
+    def __init__(
+        self,
+        group: str = DEFAULT_PRODUCER_GROUP,
+        namesrv: str | Sequence[str] = "127.0.0.1:9876",
+        *,
+        send_timeout_s: float = 3.0,
+        retry_times_when_send_failed: int = 2,
+        retry_times_when_send_async_failed: int = 2,
+        retry_another_broker_when_not_store_ok: bool = False,
+        compress_over_bytes: int = DEFAULT_COMPRESS_OVER_BYTES,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        send_latency_fault_enable: bool = True,
+        create_topic_key: str = DEFAULT_TOPIC,
+        default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
+        instance_name: str | None = None,
+        client_config: ClientConfig | None = None,
+        client_instance: ClientInstance | None = None,
+    ) -> None:
+        if not isinstance(group, str) or _VALID_GROUP.fullmatch(group) is None:
+            raise ValueError(
+                f"producer group {group!r} is invalid: 1 to 255 characters of [%|a-zA-Z0-9_-]"
+            )
+        if send_timeout_s <= 0:
+            raise ValueError("send_timeout_s must be positive")
+        if retry_times_when_send_failed < 0 or retry_times_when_send_async_failed < 0:
+            raise ValueError("retry times must not be negative")
+        if not 0 < default_topic_queue_nums <= 1024:
+            raise ValueError("default_topic_queue_nums must be between 1 and 1024")
+        if client_instance is not None:
+            self._instance = client_instance
+            self._owns_instance = False
+        else:
+            config = client_config
+            if config is None:
+                config = ClientConfig(namesrv=namesrv)
+                if instance_name is not None:
+                    config.instance_name = instance_name
+            self._instance = ClientInstance(config)
+            self._owns_instance = True
+        self._group = group
+        self._clock = self._instance.clock
+        self.send_timeout_s = send_timeout_s
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
+        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
+        self._create_topic_key = create_topic_key
+        self._default_topic_queue_nums = default_topic_queue_nums
+        self._fault = LatencyFaultTolerance(self._clock) if send_latency_fault_enable else None
+        self._ids = UniqueIdGenerator(self._clock, ip=_ip_bytes(self._instance.config.client_ip))
+        self._codec = SendCodec(
+            group,
+            self._ids.next_id,
+            compress_over_bytes=compress_over_bytes,
+            max_message_size=max_message_size,
+            default_topic=create_topic_key,
+            default_topic_queue_nums=default_topic_queue_nums,
+        )
+        self._publish: dict[str, _PublishInfo] = {}
+        self._route_locks: dict[str, asyncio.Lock] = {}
+        self._heartbeat_brokers: set[str] = set()
+        self._sends = TaskSet(f"producer {group} async sends")
+        self._state = "created"
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    @property
+    def group(self) -> str:
+        return self._group
+
+    @property
+    def client_id(self) -> str:
+        return self._instance.client_id
+
+    @property
+    def client_instance(self) -> ClientInstance:
+        return self._instance
+
+    @property
+    def fault_tolerance(self) -> LatencyFaultTolerance | None:
+        """The per-broker latency record (None when send_latency_fault_enable is off)."""
+        return self._fault
+
+    async def start(self) -> None:
+        """Start the client plumbing and join it as a producer (idempotent)."""
+        if self._state == "running":
+            return
+        if self._state != "created":
+            raise ClientError("this producer has been shut down", ResponseCode.SYSTEM_ERROR)
+        if self._owns_instance:
+            await self._instance.start()
+        self._instance.register_producer(self)
+        self._state = "running"
+
+    async def shutdown(self) -> None:
+        """Let in-flight async sends finish (up to send_timeout_s), leave the
+        producer group on every broker and close the connections (idempotent)."""
+        if self._state != "running":
+            self._state = "closed"
+            return
+        self._state = "closing"
+        try:
+            if not await self._sends.wait(self.send_timeout_s):
+                log.warning("%s: async sends still running at shutdown are cancelled", self._group)
+            await self._sends.cancel_all()
+            await self._instance.unregister(producer_group=self._group)
+        finally:
+            self._state = "closed"
+            if self._owns_instance:
+                await self._instance.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    def _check_running(self) -> None:
+        if self._state != "running":
+            why = "not started (await start() first)" if self._state == "created" else "shut down"
+            raise ClientError(f"producer {self._group} is {why}", ResponseCode.SYSTEM_ERROR)
+
+    # -- ProducerMember -----------------------------------------------------------------
+
+    def published_topics(self) -> Iterable[str]:
+        topics = list(self._publish)
+        if any(info.from_template for info in self._publish.values()):
+            topics.append(self._create_topic_key)
+        return topics
+
+    def on_route_changed(self, topic: str, route: TopicRoute) -> None:
+        if topic in self._publish:
+            self._install(topic, route, from_template=False)
+        if topic == self._create_topic_key:
+            for name, info in list(self._publish.items()):
+                if info.from_template:
+                    derived = route_from_template(name, route, self._default_topic_queue_nums)
+                    self._install(name, derived, from_template=True)
+
+    # -- sending ------------------------------------------------------------------------
+
+    async def send(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        sharding_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> SendResult:
+        """Send and wait for the broker's answer (SEND_OK or a flush/slave status).
+
+        Without `queue`, `selector` or `sharding_key` the queue is chosen round
+        robin and failures are retried on other brokers; with one of them the
+        send goes to that queue once (partition order)."""
+        self._check_running()
+        prepared = self._codec.prepare(message)
+        timeout = self.send_timeout_s if timeout_s is None else timeout_s
+        if queue is None and selector is None and sharding_key is None:
+            return await self._send_with_retries(
+                prepared, timeout, 1 + self.retry_times_when_send_failed, retry_codes=True
+            )
+        return await self._send_to_chosen(
+            prepared, message, queue, selector, arg, sharding_key, timeout
+        )
+
+    def send_async(
+        self,
+        message: Message,
+        callback: SendCallback | None = None,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        sharding_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> asyncio.Future[SendResult]:
+        """Start a send and return its future at once; `callback` gets the
+        SendResult or the exception (invalid messages included) when it ends."""
+        self._check_running()
+        task: asyncio.Future[SendResult] = self._sends.spawn(
+            self.send_async_coro(message, queue, selector, arg, sharding_key, timeout_s)
+        )
+        if callback is not None:
+            task.add_done_callback(functools.partial(_deliver, callback))
+        return task
+
+    async def send_async_coro(
+        self,
+        message: Message,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        sharding_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> SendResult:
+        """The body of `send_async` (retries on transport failures only, as Java)."""
+        self._check_running()
+        prepared = self._codec.prepare(message)
+        timeout = self.send_timeout_s if timeout_s is None else timeout_s
+        if queue is None and selector is None and sharding_key is None:
+            return await self._send_with_retries(
+                prepared, timeout, 1 + self.retry_times_when_send_async_failed, retry_codes=False
+            )
+        return await self._send_to_chosen(
+            prepared, message, queue, selector, arg, sharding_key, timeout
+        )
+
+    async def send_oneway(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        sharding_key: str | None = None,
+    ) -> None:
+        """Write the message to a broker without waiting for any answer (one attempt)."""
+        self._check_running()
+        prepared = self._codec.prepare(message)
+        info = await self._publish_info(prepared.topic)
+        mq = self._choose(info, message, queue, selector, arg, sharding_key)
+        if mq is None:
+            mq = info.selector.select(None)
+        address = await self._address(info, mq)
+        command = prepared.request(mq.queue_id, self._clock.now_ms())
+        try:
+            await self._instance.remoting.invoke_oneway(address, command)
+        except Exception as exc:
+            self._update_fault(mq.broker_name, 0.0, isolation=True)
+            raise ClientError(
+                f"oneway send to topic {prepared.topic} on broker {mq.broker_name} at "
+                f"{address} failed ({exc})",
+                ResponseCode.RPC_SEND_TO_CHANNEL_FAILED,
+            ) from exc
+
+    async def send_batch(
+        self,
+        messages: Sequence[Message],
+        *,
+        queue: MessageQueue | None = None,
+        timeout_s: float | None = None,
+    ) -> SendResult:
+        """Send messages of one topic as one request, stored on one queue with
+        consecutive offsets (all or nothing). `msg_id` of the result joins the
+        messages' unique ids with ","; `queue_offset` is the first one's."""
+        self._check_running()
+        prepared = self._codec.prepare_batch(messages)
+        timeout = self.send_timeout_s if timeout_s is None else timeout_s
+        if queue is None:
+            return await self._send_with_retries(
+                prepared, timeout, 1 + self.retry_times_when_send_failed, retry_codes=True
+            )
+        return await self._send_to_chosen(prepared, messages[0], queue, None, None, None, timeout)
+
+    async def publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The writable queues a send to `topic` chooses from (Java fetchPublishMessageQueues)."""
+        self._check_running()
+        return list((await self._publish_info(topic)).queues)
+
+    # -- internals ----------------------------------------------------------------------
+
+    async def _send_with_retries(
+        self, prepared: PreparedSend, timeout: float, attempts: int, *, retry_codes: bool
+    ) -> SendResult:
+        clock = self._clock
+        started = clock.monotonic()
+        topic = prepared.topic
+        info = self._publish.get(topic) or await self._publish_info(topic)
+        last_broker: str | None = None
+        last_error: ClientError | None = None
+        last_result: SendResult | None = None
+        made = 0
+        begin = started
+        for _ in range(attempts):
+            remaining = timeout - (begin - started)
+            if remaining <= 0:
+                break
+            info = self._publish.get(topic) or info
+            mq = info.selector.select(last_broker)
+            last_broker = mq.broker_name
+            made += 1
+            try:
+                address = info.masters.get(mq.broker_name) or await self._address(info, mq)
+                command = prepared.request(mq.queue_id, clock.now_ms())
+                response = await call(self._instance.remoting, address, command, remaining)
+                result = send_result(response, prepared, mq)
+            except ClientError as exc:
+                end = clock.monotonic()
+                self._update_fault(mq.broker_name, end - begin, isolation=True)
+                begin = end
+                last_error = exc
+                if exc.transport_failure or (retry_codes and exc.code in RETRY_ON_CODES):
+                    log.debug("%s: attempt %d failed: %s", self._group, made, exc)
+                    continue
+                raise
+            end = clock.monotonic()
+            self._update_fault(mq.broker_name, end - begin, isolation=False)
+            begin = end
+            if result.status != "SEND_OK" and self.retry_another_broker_when_not_store_ok:
+                last_result = result
+                continue
+            return result
+        if last_result is not None:
+            return last_result
+        spent = clock.monotonic() - started
+        if last_error is None:
+            raise ClientError(
+                f"send to topic {prepared.topic} timed out: {spent:.3g} s spent before the "
+                f"first attempt (timeout {timeout:g} s)",
+                ResponseCode.RPC_TIME_OUT,
+            )
+        raise ClientError(
+            f"send to topic {prepared.topic} failed after {made} attempt(s) in {spent:.3g} s: "
+            f"{last_error.message}",
+            last_error.code,
+        ) from last_error
+
+    async def _send_to_chosen(
+        self,
+        prepared: PreparedSend,
+        message: Message,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+        sharding_key: str | None,
+        timeout: float,
+    ) -> SendResult:
+        clock = self._clock
+        started = clock.monotonic()
+        info = await self._publish_info(prepared.topic)
+        mq = self._choose(info, message, queue, selector, arg, sharding_key)
+        assert mq is not None
+        address = await self._address(info, mq)
+        remaining = timeout - (clock.monotonic() - started)
+        if remaining <= 0:
+            raise ClientError(
+                f"send to topic {prepared.topic} timed out before it was sent "
+                f"(timeout {timeout:g} s)",
+                ResponseCode.RPC_TIME_OUT,
+            )
+        command = prepared.request(mq.queue_id, clock.now_ms())
+        response = await call(self._instance.remoting, address, command, remaining)
+        return send_result(response, prepared, mq)
+
+    def _choose(
+        self,
+        info: _PublishInfo,
+        message: Message,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+        sharding_key: str | None,
+    ) -> MessageQueue | None:
+        """The caller's queue choice, checked; None when the caller made none."""
+        chosen = sum(x is not None for x in (queue, selector, sharding_key))
+        if chosen > 1:
+            raise ValueError("give at most one of queue, selector and sharding_key")
+        topic = info.route.topic
+        if queue is not None:
+            if not isinstance(queue, MessageQueue) or queue.topic != message.topic:
+                raise ClientError(
+                    f"the queue {queue!r} is not a queue of topic {message.topic}",
+                    ResponseCode.MESSAGE_ILLEGAL,
+                )
+            return queue
+        if selector is not None:
+            picked = selector(info.queues, message, arg)
+            if picked not in info.queue_set:
+                raise ClientError(
+                    f"the selector returned {picked!r}, not one of the "
+                    f"{len(info.queues)} writable queues of topic {topic}",
+                    ResponseCode.MESSAGE_ILLEGAL,
+                )
+            return picked
+        if sharding_key is not None:
+            if not isinstance(sharding_key, str) or not sharding_key:
+                raise ValueError("sharding_key must be a non-empty str")
+            return select_by_sharding_key(info.queues, sharding_key)
+        return None
+
+    async def _address(self, info: _PublishInfo, mq: MessageQueue) -> str:
+        """The master of `mq`'s broker: the route's, else the instance's (refreshing once)."""
+        address = info.masters.get(mq.broker_name)
+        if address is None:
+            address = await self._instance.require_master(mq.broker_name, mq.topic)
+        return address
+
+    def _update_fault(self, broker_name: str, seconds: float, *, isolation: bool) -> None:
+        if self._fault is not None:
+            self._fault.update(broker_name, int(seconds * 1000), isolation)
+
+    async def _publish_info(self, topic: str) -> _PublishInfo:
+        info = self._publish.get(topic)
+        if info is not None:
+            return info
+        lock = self._route_locks.setdefault(topic, asyncio.Lock())
+        async with lock:
+            info = self._publish.get(topic)
+            if info is not None:
+                return info
+            try:
+                route = await self._instance.route(topic)
+                from_template = False
+            except ClientError as exc:
+                if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                    raise
+                route = await self._template_route(topic)
+                from_template = True
+            info = self._install(topic, route, from_template=from_template)
+            if info is None:
+                raise ClientError(
+                    f"topic {topic} has no writable queue on a broker with a master",
+                    ResponseCode.NO_PERMISSION,
+                )
+            self._heartbeat_new_brokers(info)
+            return info
+
+    async def _template_route(self, topic: str) -> TopicRoute:
+        """The TBW102-derived route of a topic the name server does not know."""
+        no_route = ClientError(
+            f"no route for topic {topic}: the name server does not know it and no broker "
+            f"offers to create it ({self._create_topic_key} has no inheritable queue); "
+            f"create it with `tidemq topic create {topic}`",
+            ResponseCode.TOPIC_NOT_EXIST,
+        )
+        try:
+            template = await self._instance.route(self._create_topic_key)
+        except ClientError as exc:
+            if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                raise no_route from None
+            raise
+        route = route_from_template(topic, template, self._default_topic_queue_nums)
+        if not route.write_queues():
+            raise no_route
+        return route
+
+    def _install(
+        self, topic: str, route: TopicRoute, *, from_template: bool
+    ) -> _PublishInfo | None:
+        """Build and keep the publish info of `route`; a route without writable
+        queues drops the topic's info (the next send reloads and reports it)."""
+        queues = tuple(route.write_queues())
+        if not queues:
+            self._publish.pop(topic, None)
+            return None
+        info = _PublishInfo(
+            route=route,
+            queues=queues,
+            queue_set=frozenset(queues),
+            selector=QueueSelector(queues, fault_tolerance=self._fault),
+            masters=route.masters(),
+            from_template=from_template,
+        )
+        self._publish[topic] = info
+        return info
+
+    def _heartbeat_new_brokers(self, info: _PublishInfo) -> None:
+        """Tell brokers met for the first time about this producer now, not in 30 s."""
+        new = set(info.masters.values()) - self._heartbeat_brokers
+        if new:
+            self._heartbeat_brokers |= new
+            self._instance.spawn(self._instance.send_heartbeat())
+
+
+def _deliver(callback: SendCallback, task: asyncio.Future[SendResult]) -> None:
+    outcome: SendResult | BaseException
+    if task.cancelled():
+        outcome = ClientError(
+            "the send was cancelled (producer shut down)", ResponseCode.SYSTEM_ERROR
+        )
+    else:
+        outcome = task.exception() or task.result()
+    try:
+        callback(outcome)
+    except Exception:
+        log.exception("send callback %r failed", callback)
+
+
+def _ip_bytes(address: str) -> bytes | None:
+    try:
+        return host_bytes(address)
+    except ValueError:
+        return None
+
+
+class Producer:
+    """The blocking producer: the AsyncProducer core on its own loop thread.
+
+    Same arguments as AsyncProducer; `start()` (or `with Producer(...) as p`)
+    before sending, `shutdown()` at the end (it also stops the loop thread).
+    `send_async` returns a concurrent.futures.Future; its callback runs on the
+    loop thread, so it must not call this producer's blocking methods.
+    """
+
+    def __init__(
+        self,
+        group: str = DEFAULT_PRODUCER_GROUP,
+        namesrv: str | Sequence[str] = "127.0.0.1:9876",
+        *,
+        send_timeout_s: float = 3.0,
+        retry_times_when_send_failed: int = 2,
+        retry_times_when_send_async_failed: int = 2,
+        retry_another_broker_when_not_store_ok: bool = False,
+        compress_over_bytes: int = DEFAULT_COMPRESS_OVER_BYTES,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        send_latency_fault_enable: bool = True,
+        create_topic_key: str = DEFAULT_TOPIC,
+        default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
+        instance_name: str | None = None,
+        client_config: ClientConfig | None = None,
+    ) -> None:
+        options: dict[str, Any] = {
+            "send_timeout_s": send_timeout_s,
+            "retry_times_when_send_failed": retry_times_when_send_failed,
+            "retry_times_when_send_async_failed": retry_times_when_send_async_failed,
+            "retry_another_broker_when_not_store_ok": retry_another_broker_when_not_store_ok,
+            "compress_over_bytes": compress_over_bytes,
+            "max_message_size": max_message_size,
+            "send_latency_fault_enable": send_latency_fault_enable,
+            "create_topic_key": create_topic_key,
+            "default_topic_queue_nums": default_topic_queue_nums,
+            "instance_name": instance_name,
+            "client_config": client_config,
+        }
+        self._loop = LoopThread(name=f"tidemq-producer-{group}")
+        self._stopped = False
+        try:
+            self._core = self._loop.run(_build(group, namesrv, options))
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    @property
+    def core(self) -> AsyncProducer:
+        """The asyncio producer this one drives (use it only on its loop)."""
+        return self._core
+
+    @property
+    def group(self) -> str:
+        return self._core.group
+
+    @property
+    def client_id(self) -> str:
+        return self._core.client_id
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._loop.run(self._live(coro))
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return self._loop.submit(self._live(coro))
+
+    def _live(self, coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
+        if self._stopped:
+            coro.close()
+            raise ClientError(f"producer {self.group} is shut down", ResponseCode.SYSTEM_ERROR)
+        return coro
+
+    def start(self) -> None:
+        self._run(self._core.start())
+
+    def shutdown(self) -> None:
+        """Shut the core down and stop the loop thread (idempotent)."""
+        if self._stopped:
+            return
+        try:
+            self._loop.run(self._core.shutdown())
+        finally:
+            self._stopped = True
+            self._loop.stop()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    def send(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        sharding_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> SendResult:
+        return self._run(
+            self._core.send(
+                message,
+                queue=queue,
+                selector=selector,
+                arg=arg,
+                sharding_key=sharding_key,
+                timeout_s=timeout_s,
+            )
+        )
+
+    def send_async(
+        self,
+        message: Message,
+        callback: SendCallback | None = None,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        sharding_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> concurrent.futures.Future[SendResult]:
+        future = self._submit(
+            self._core.send_async_coro(message, queue, selector, arg, sharding_key, timeout_s)
+        )
+        if callback is not None:
+            future.add_done_callback(functools.partial(_deliver_concurrent, callback))
+        return future
+
+    def send_oneway(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        sharding_key: str | None = None,
+    ) -> None:
+        self._run(
+            self._core.send_oneway(
+                message, queue=queue, selector=selector, arg=arg, sharding_key=sharding_key
+            )
+        )
+
+    def send_batch(
+        self,
+        messages: Sequence[Message],
+        *,
+        queue: MessageQueue | None = None,
+        timeout_s: float | None = None,
+    ) -> SendResult:
+        return self._run(self._core.send_batch(messages, queue=queue, timeout_s=timeout_s))
+
+    def publish_queues(self, topic: str) -> list[MessageQueue]:
+        return self._run(self._core.publish_queues(topic))
+
+
+async def _build(
+    group: str, namesrv: str | Sequence[str], options: dict[str, Any]
+) -> AsyncProducer:
+    """AsyncProducer made on its loop (its locks and tasks belong there)."""
+    return AsyncProducer(group, namesrv, **options)
+
+
+def _deliver_concurrent(
+    callback: SendCallback, future: concurrent.futures.Future[SendResult]
+) -> None:
+    outcome: SendResult | BaseException
+    if future.cancelled():
+        outcome = ClientError("the send was cancelled", ResponseCode.SYSTEM_ERROR)
+    else:
+        outcome = future.exception() or future.result()
+    try:
+        callback(outcome)
+    except Exception:
+        log.exception("send callback %r failed", callback)
