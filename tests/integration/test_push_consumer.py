@@ -403,3 +403,46 @@ async def test_admin_reset_offset_replays_the_history(server: ServerProcess) -> 
         assert sorted(recorder.bodies) == sorted([*everything, *everything])
     finally:
         await push.shutdown()
+
+
+async def test_broadcasting_resumes_without_an_instance_name_and_refuses_a_shared_file(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    topic, group = unique("T"), unique("G")
+    await create_topic(server, topic, queues=2)
+    await produce(server, topic, 10)
+
+    def make(recorder: Recorder) -> AsyncPushConsumer:
+        return consumer(
+            server,
+            group,
+            topic,
+            recorder,
+            message_model=MessageModel.BROADCASTING,
+            offset_store_dir=tmp_path,
+        )
+
+    first = Recorder()
+    push = make(first)
+    await push.start()
+    try:
+        await eventually(lambda: len(first.distinct()) == 10, "the first 10")
+        twin = make(Recorder())
+        with pytest.raises(ClientError, match="instance_name"):
+            await twin.start()
+        await twin.shutdown()
+    finally:
+        await push.shutdown()
+    (owner,) = [p.name for p in tmp_path.iterdir()]
+    assert owner.endswith("@DEFAULT")
+
+    await produce(server, topic, 5, start=10)
+    second = Recorder()
+    push = make(second)
+    await push.start()
+    try:
+        fresh = {f"m{i}" for i in range(10, 15)}
+        await eventually(lambda: second.distinct() >= fresh, "the 5 new ones")
+    finally:
+        await push.shutdown()
+    assert sorted(second.bodies) == sorted(fresh)

@@ -57,6 +57,7 @@ from tidemq.client.consumer.offset_store import (
     BrokerOffsetStore,
     LocalFileOffsetStore,
     ReadOffsetType,
+    local_store_owner,
 )
 from tidemq.client.consumer.pull_api import PullStatus, pull_message
 from tidemq.client.consumer.rebalancer import Rebalancer
@@ -199,7 +200,11 @@ class AsyncLitePullConsumer:
         self._store: BrokerOffsetStore | LocalFileOffsetStore
         if message_model is MessageModel.BROADCASTING:
             directory = Path(offset_store_dir) if offset_store_dir is not None else None
-            self._store = LocalFileOffsetStore(group, self._instance.client_id, directory)
+            owner = local_store_owner(
+                config.client_ip,
+                instance_name or (client_config.instance_name if client_config else None),
+            )
+            self._store = LocalFileOffsetStore(group, owner, directory)
         else:
             self._store = BrokerOffsetStore(self._instance, group)
         self._rebalancer = Rebalancer(
@@ -315,6 +320,8 @@ class AsyncLitePullConsumer:
         try:
             await self._instance.start()
             self._instance.register_consumer(self)
+            if isinstance(self._store, LocalFileOffsetStore):
+                self._store.claim()
             await self._store.load()
             for topic in sorted(self.subscribed_topics()):  # brokers to heartbeat
                 try:
@@ -357,6 +364,8 @@ class AsyncLitePullConsumer:
     async def _close(self) -> None:
         self._state = "closed"
         await self._tasks.cancel_all()
+        if isinstance(self._store, LocalFileOffsetStore):
+            self._store.release()
         with contextlib.suppress(ClientError):
             await self._instance.unregister(consumer_group=self._group)
         await self._instance.close()

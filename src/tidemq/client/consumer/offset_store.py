@@ -20,9 +20,13 @@ write is atomic (temporary file, fsync, rename) and the previous file is
 kept as ``offsets.json.bak``; a corrupt file falls back to the .bak, and if
 that is unusable too the store starts empty with a warning.
 
-The client id includes the instance name, whose default changes with every
-process (as in Java 4.9.3+): a broadcasting consumer that must resume from
-its file after a restart needs a fixed ``instance_name``.
+Where Java keys the file by the client id (whose default instance name
+changes with every process since 4.9.3, so a restarted broadcasting consumer
+silently starts over), tidemq keys it by :func:`local_store_owner`: the
+client IP and the instance name the user gave, else ``DEFAULT``. So a
+broadcasting consumer resumes from its file after a restart by default. Two
+live stores of one group may not share a file in one process: the second
+one's ``claim`` raises a ClientError asking for distinct instance names.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import enum
 import logging
 import os
 import re
+import weakref
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Protocol
@@ -58,6 +63,7 @@ __all__ = [
     "LocalFileOffsetStore",
     "OffsetStore",
     "ReadOffsetType",
+    "local_store_owner",
     "offset_key",
     "parse_offset_key",
 ]
@@ -285,6 +291,19 @@ def _parse_table(data: bytes) -> dict[MessageQueue, int]:
     return table
 
 
+DEFAULT_OWNER_INSTANCE = "DEFAULT"
+
+_files_in_use: weakref.WeakValueDictionary[Path, LocalFileOffsetStore] = (
+    weakref.WeakValueDictionary()
+)
+"""Offsets files held by live stores of this process (released at shutdown)."""
+
+
+def local_store_owner(client_ip: str, instance_name: str | None) -> str:
+    """The directory name of a client's local offsets: stable across restarts."""
+    return f"{client_ip}@{instance_name or DEFAULT_OWNER_INSTANCE}"
+
+
 class LocalFileOffsetStore(_MemoryTable):
     """This client's own offsets in a local JSON file (broadcasting consumers).
 
@@ -301,12 +320,34 @@ class LocalFileOffsetStore(_MemoryTable):
         self._written: dict[MessageQueue, int] | None = None
         self._write_lock = asyncio.Lock()
 
+    def claim(self) -> None:
+        """Hold the file for this store in this process (consumers do, at start).
+
+        A file another live store holds raises ClientError: two consumers
+        would overwrite each other's progress. :meth:`release` gives it back.
+        """
+        key = self.path.resolve()
+        holder = _files_in_use.get(key)
+        if holder is not None and holder is not self:
+            raise ClientError(
+                f"another broadcasting consumer of group {self._group} in this process "
+                f"keeps its offsets in {self.path}; give each consumer its own instance_name",
+                ResponseCode.SYSTEM_ERROR,
+            )
+        _files_in_use[key] = self
+
     async def load(self) -> None:
         """Read the file (or its .bak) into memory; entries in memory are replaced."""
         table = self._read_file()
         for mq, offset in table.items():
             self.update(mq, offset)
         self._written = dict(table)
+
+    def release(self) -> None:
+        """Let another store of this process use the file (after the final persist)."""
+        key = self.path.resolve()
+        if _files_in_use.get(key) is self:
+            del _files_in_use[key]
 
     def _read_file(self) -> dict[MessageQueue, int]:
         for candidate in (self.path, self.backup_path):

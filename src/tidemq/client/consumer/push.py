@@ -53,7 +53,11 @@ from tidemq.client.consumer.listener import (
     MessageModel,
     OrderlyListener,
 )
-from tidemq.client.consumer.offset_store import BrokerOffsetStore, LocalFileOffsetStore
+from tidemq.client.consumer.offset_store import (
+    BrokerOffsetStore,
+    LocalFileOffsetStore,
+    local_store_owner,
+)
 from tidemq.client.consumer.pull_service import PullService
 from tidemq.client.consumer.rebalancer import Rebalancer
 from tidemq.client.consumer.subscription import SubscriptionSpec, retry_topic
@@ -92,10 +96,9 @@ class AsyncPushConsumer:
     def`` on the loop.
 
     Broadcasting consumers keep their offsets in
-    ``<offset_store_dir>/<client id>/<group>/offsets.json``; the client id
-    holds ``instance_name``, which by default is new for every consumer object
-    (as in Java 4.9.3+), so pass a fixed ``instance_name`` to resume from the
-    file after a restart.
+    ``<offset_store_dir>/<client ip>@<instance_name or DEFAULT>/<group>/offsets.json``
+    and resume from it after a restart; two broadcasting consumers of one
+    group in one process need distinct ``instance_name`` values.
     """
 
     def __init__(
@@ -157,6 +160,10 @@ class AsyncPushConsumer:
         if instance_name is not None:
             config.instance_name = instance_name
         self._config = config
+        self._offsets_owner = local_store_owner(
+            config.client_ip,
+            instance_name or (client_config.instance_name if client_config else None),
+        )
         self._strategy: AllocateStrategy = allocate_strategy or Averagely()
         self._offset_store_dir = Path(offset_store_dir) if offset_store_dir else None
         self._listener = listener
@@ -273,12 +280,14 @@ class AsyncPushConsumer:
         settings = self.settings
         if settings.broadcasting:
             store: BrokerOffsetStore | LocalFileOffsetStore = LocalFileOffsetStore(
-                self._group, instance.client_id, self._offset_store_dir
+                self._group, self._offsets_owner, self._offset_store_dir
             )
         else:
             store = BrokerOffsetStore(instance, self._group)
-        await store.load()
         self._offset_store = store
+        if isinstance(store, LocalFileOffsetStore):
+            store.claim()
+        await store.load()
         process_queues: dict[MessageQueue, ProcessQueue] = {}
         context = ConsumerContext(
             instance=instance,
@@ -373,6 +382,8 @@ class AsyncPushConsumer:
         rebalancer.process_queues.clear()
 
     async def _close_quietly(self) -> None:
+        if isinstance(self._offset_store, LocalFileOffsetStore):
+            self._offset_store.release()
         instance = self._instance
         if instance is None:
             return

@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 from tidemq.client.consumer.offset_store import (
     LocalFileOffsetStore,
     ReadOffsetType,
+    local_store_owner,
     offset_key,
     parse_offset_key,
 )
+from tidemq.client.errors import ClientError
 from tidemq.common.message import MessageQueue
 
 MQ0 = MessageQueue("T", "broker-a", 0)
@@ -203,3 +205,23 @@ def test_default_directory_follows_the_environment(
     assert LocalFileOffsetStore("cg", "c1").path.parent.parent.parent == (
         tmp_path / "home" / ".tidemq_offsets"
     )
+
+
+def test_a_claimed_file_is_refused_to_a_second_store_until_released(tmp_path: Path) -> None:
+    first = LocalFileOffsetStore("G", local_store_owner("10.0.0.1", None), tmp_path)
+    second = LocalFileOffsetStore("G", local_store_owner("10.0.0.1", None), tmp_path)
+    other_instance = LocalFileOffsetStore("G", local_store_owner("10.0.0.1", "b"), tmp_path)
+    first.claim()
+    first.claim()  # the holder may claim again
+    other_instance.claim()  # another instance name is another file
+    with pytest.raises(ClientError, match="instance_name"):
+        second.claim()
+    first.release()
+    second.claim()
+    second.release()
+    other_instance.release()
+
+
+def test_the_default_owner_is_stable_across_processes() -> None:
+    assert local_store_owner("10.0.0.1", None) == "10.0.0.1@DEFAULT"
+    assert local_store_owner("10.0.0.1", "blue") == "10.0.0.1@blue"
