@@ -36,6 +36,7 @@ test: $(STAMP) $(NPM_STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/store_bench.py
+	$(PY) benchmarks/e2e_bench.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -55,6 +55,7 @@ members after a reset (Java's Broker2Client).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import logging
@@ -104,7 +105,6 @@ from tidemq.protocol.headers import (
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
     SendMessageRequestHeader,
-    SendMessageResponseHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
@@ -135,6 +135,7 @@ def _json_body(request: RemotingCommand, what: str) -> Any:
         raise ValueError(f"{what} body is not valid JSON: {exc}") from None
 
 
+@functools.lru_cache(maxsize=1024)
 def born_address(remote: tuple[str, int]) -> tuple[bytes, int]:
     """A peer address as record fields: packed IP (IPv4-mapped IPv6 -> IPv4) and port."""
     host, port = remote[0], remote[1]
@@ -251,13 +252,15 @@ class BrokerHandlers:
             result = await self.service.send_batch(send)
         else:
             result = await self.service.send(send)
-        ext = encode_header(
-            SendMessageResponseHeader(
-                msg_id=result.msg_id, queue_id=result.queue_id, queue_offset=result.queue_offset
-            )
-        )
-        ext["MSG_REGION"] = MSG_REGION
-        ext["TRACE_ON"] = "true"
+        # SendMessageResponseHeader written directly: the generic encoder is a
+        # measurable share of a single-message send.
+        ext = {
+            "msgId": result.msg_id,
+            "queueId": str(result.queue_id),
+            "queueOffset": str(result.queue_offset),
+            "MSG_REGION": MSG_REGION,
+            "TRACE_ON": "true",
+        }
         return RemotingCommand.response_to(request, result.code, result.remark, ext)
 
     # -- pull and offsets ---------------------------------------------------------------

@@ -27,7 +27,7 @@ from tidemq.common import properties as props
 from tidemq.common import sysflag
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import decode_batch, decode_record
+from tidemq.protocol.message_codec import decode_record, split_batch
 from tidemq.store.api import MessageStore, MessageToStore, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,21 @@ def _append_property(properties: str, key: str, value: str) -> str:
 def _has_key(properties: str, key: str) -> bool:
     """Cheap pre-check before decoding a property string."""
     return (key + props.NAME_VALUE_SEPARATOR) in properties
+
+
+def _well_formed_properties(raw: str) -> str:
+    """`raw` as stored: kept as sent when every item is `key\\x01value\\x02`,
+    otherwise normalized the way decoding reads it (odd items dropped)."""
+    if not raw:
+        return raw
+    if (
+        raw.endswith(props.PROPERTY_SEPARATOR)
+        and raw.count(props.NAME_VALUE_SEPARATOR) == raw.count(props.PROPERTY_SEPARATOR)
+        and not raw.startswith(props.NAME_VALUE_SEPARATOR)
+        and "\x02\x01" not in raw
+    ):
+        return raw
+    return props.encode_properties(props.decode_properties(raw))
 
 
 class BrokerSender:
@@ -241,37 +256,47 @@ class BrokerSender:
         queue_id = self._queue_for_send(request, config)
         self._check_body(request.body, "the batch body")
         try:
-            messages = decode_batch(request.body, request.topic)
+            entries = split_batch(request.body)
         except ProtocolError as exc:
             raise BrokerError(
                 ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {exc}"
             ) from None
-        if not messages:
+        if not entries:
             raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
         to_store = []
-        for position, message in enumerate(messages):
-            raw = props.encode_properties(message.properties)
-            if message.properties.get(props.TRAN_MSG) == "true":
-                raise BrokerError(
-                    ResponseCode.MESSAGE_ILLEGAL,
-                    f"message {position} of the batch is transactional; batches cannot be",
-                )
-            if message.properties.get(props.DELAY, "0") not in ("", "0"):
-                raise BrokerError(
-                    ResponseCode.MESSAGE_ILLEGAL,
-                    f"message {position} of the batch has a delay level; batches cannot",
-                )
+        topic = request.topic
+        sys_flag = request.sys_flag & ~sysflag.TRANSACTION_MASK
+        born_timestamp, born_host, born_port = (
+            request.born_timestamp,
+            request.born_host,
+            request.born_port,
+        )
+        stored_properties = self._stored_properties
+        for position, entry in enumerate(entries):
+            raw = _well_formed_properties(entry.properties)
+            if _has_key(raw, props.TRAN_MSG) or _has_key(raw, props.DELAY):
+                parsed = props.decode_properties(raw)
+                if parsed.get(props.TRAN_MSG) == "true":
+                    raise BrokerError(
+                        ResponseCode.MESSAGE_ILLEGAL,
+                        f"message {position} of the batch is transactional; batches cannot be",
+                    )
+                if parsed.get(props.DELAY, "0") not in ("", "0"):
+                    raise BrokerError(
+                        ResponseCode.MESSAGE_ILLEGAL,
+                        f"message {position} of the batch has a delay level; batches cannot",
+                    )
             to_store.append(
                 MessageToStore(
-                    topic=request.topic,
-                    queue_id=queue_id,
-                    body=message.body,
-                    properties=self._stored_properties(raw),
-                    flag=message.flag,
-                    sys_flag=request.sys_flag & ~sysflag.TRANSACTION_MASK,
-                    born_timestamp=request.born_timestamp,
-                    born_host=request.born_host,
-                    born_port=request.born_port,
+                    topic,
+                    queue_id,
+                    entry.body,
+                    stored_properties(raw),
+                    entry.flag,
+                    sys_flag,
+                    born_timestamp,
+                    born_host,
+                    born_port,
                 )
             )
         batch = await self.store.put_messages(to_store)

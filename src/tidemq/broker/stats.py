@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from tidemq.common.clock import Clock
+
+K = TypeVar("K")
 
 STATS_WINDOW_S = 60
 
@@ -24,11 +27,11 @@ class RateCounter:
         second = int(now_s)
         buckets = self._buckets
         if buckets and buckets[-1][0] == second:
-            buckets[-1][1] += count
+            buckets[-1][1] += count  # the common case: nothing can have expired
         else:
             buckets.append([second, count])
+            self._trim(second)
         self.total += count
-        self._trim(second)
 
     def _trim(self, second: int) -> None:
         buckets = self._buckets
@@ -41,6 +44,14 @@ class RateCounter:
 
     def tps(self, now_s: float) -> float:
         return self.in_window(now_s) / self._window
+
+
+def _counter(counters: dict[K, RateCounter], key: K) -> RateCounter:
+    """The counter of `key`, created on first use (not one throw-away per call)."""
+    counter = counters.get(key)
+    if counter is None:
+        counter = counters[key] = RateCounter()
+    return counter
 
 
 @dataclass(slots=True)
@@ -60,14 +71,15 @@ class BrokerStats:
 
     def record_put(self, topic: str, count: int, size: int) -> None:
         now = self._now()
-        self.puts.setdefault(topic, RateCounter()).add(count, now)
-        self.put_bytes.setdefault(topic, RateCounter()).add(size, now)
+        _counter(self.puts, topic).add(count, now)
+        _counter(self.put_bytes, topic).add(size, now)
         self.all_puts.add(count, now)
 
     def record_get(self, topic: str, group: str, count: int, size: int) -> None:
         now = self._now()
-        self.gets.setdefault((topic, group), RateCounter()).add(count, now)
-        self.get_bytes.setdefault((topic, group), RateCounter()).add(size, now)
+        key = (topic, group)
+        _counter(self.gets, key).add(count, now)
+        _counter(self.get_bytes, key).add(size, now)
         self.all_gets.add(count, now)
 
     def put_tps(self, topic: str | None = None) -> float:

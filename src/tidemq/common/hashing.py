@@ -58,6 +58,31 @@ def java_string_hash_uncached(s: str) -> int:
 
 java_string_hash = lru_cache(maxsize=8192)(java_string_hash_uncached)
 
+_SHARED_TAIL = 12
+_SHARED_TAIL_SHIFT = pow(31, _SHARED_TAIL, 1 << 32)
+
+
+@lru_cache(maxsize=1024)
+def _ascii_polynomial(text: str) -> int:
+    return _polynomial(text.encode("ascii"))
+
+
+def java_string_hash_shared_prefix(s: str) -> int:
+    """`java_string_hash_uncached(s)` for strings that share long prefixes.
+
+    The hash is linear: hash(head + tail) = hash(head) * 31^len(tail) +
+    hash(tail) (mod 2^32), so the head's part is cached and only the last 12
+    characters are hashed per call. Unique message ids (`topic#` + a fixed
+    20-character producer prefix + time and counter) are the case it exists
+    for. Non-ASCII strings take the plain path.
+    """
+    if len(s) <= _SHARED_TAIL or not s.isascii():
+        return java_string_hash_uncached(s)
+    split = len(s) - _SHARED_TAIL
+    tail: int = sum(map(mul, s[split:].encode("ascii"), _POWERS[_SHARED_TAIL]))
+    h = (_ascii_polynomial(s[:split]) * _SHARED_TAIL_SHIFT + tail) & _MASK32
+    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
+
 
 def tag_code(tags: str | None) -> int:
     """RocketMQ's `tagsString2tagsCode`: the hash of the whole TAGS value, 0 if empty."""

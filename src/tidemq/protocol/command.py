@@ -188,25 +188,36 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _encode_json_header(command: RemotingCommand) -> bytes:
+    code, version, opaque, flag = command.code, command.version, command.opaque, command.flag
+    if not (
+        _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+    ):  # one comparison chain on the hot path; the checks below name the culprit
+        _checked_int("code", code, _INT32_MIN, _INT32_MAX)
+        _checked_int("version", version, _INT32_MIN, _INT32_MAX)
+        _checked_int("opaque", opaque, _INT32_MIN, _INT32_MAX)
+        _checked_int("flag", flag, _INT32_MIN, _INT32_MAX)
     header: dict[str, Any] = {
-        "code": _checked_int("code", command.code, _INT32_MIN, _INT32_MAX),
+        "code": code,
         "language": command.language,
-        "version": _checked_int("version", command.version, _INT32_MIN, _INT32_MAX),
-        "opaque": _checked_int("opaque", command.opaque, _INT32_MIN, _INT32_MAX),
-        "flag": _checked_int("flag", command.flag, _INT32_MIN, _INT32_MAX),
+        "version": version,
+        "opaque": opaque,
+        "flag": flag,
     }
     if command.remark is not None:
         header["remark"] = command.remark
     header["extFields"] = command.ext_fields
     # ASCII output escapes anything odd (even lone surrogates), so it cannot fail.
-    return json.dumps(header, separators=(",", ":")).encode("ascii")
+    return _JSON_ENCODER.encode(header).encode("ascii")
 
 
 def _decode_json_header(header: bytes) -> RemotingCommand:
     _reject_deep_nesting(header)
     try:
         text = header.decode("utf-8")
-        document = json.loads(text, parse_constant=_reject_json_constant)
+        document = _JSON_DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(f"header is not valid JSON: {_short(str(exc))}") from None
     if type(document) is not dict:
@@ -243,6 +254,12 @@ def _reject_json_constant(name: str) -> None:
     raise ProtocolError(f"JSON constant {name} is not allowed")
 
 
+# One encoder and one decoder for every header: `json.dumps`/`json.loads` with
+# options build a new one per call, a measurable share of a small request.
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_JSON_DECODER = json.JSONDecoder(parse_constant=_reject_json_constant)
+
+
 def _json_int(document: dict[str, Any], key: str, default: int) -> int:
     value = document.get(key)
     if value is None:
@@ -266,11 +283,16 @@ def _json_optional_str(document: dict[str, Any], key: str) -> str | None:
     return value
 
 
+_ONLY_STR = frozenset({str})
+
+
 def _json_ext_fields(raw: object) -> dict[str, str]:
     if raw is None:
         return {}
     if type(raw) is not dict:
         raise ProtocolError(f"JSON header 'extFields' must be an object, got {type(raw).__name__}")
+    if _ONLY_STR.issuperset(map(type, raw.values())):
+        return raw  # the common case: all strings (a fresh dict from the parser)
     ext_fields: dict[str, str] = {}
     for key, value in raw.items():
         kind = type(value)

@@ -344,6 +344,22 @@ def _address(ip: bytes, port: int) -> str:
     return f"[{ipaddress.IPv6Address(ip).compressed}]:{port}"
 
 
+_HOST_TEXT_CACHE_LIMIT = 4096
+_host_texts: dict[tuple[bytes, int], tuple[str, str]] = {}
+
+
+def _host_text(ip: bytes, port: int) -> tuple[str, str]:
+    """("ip:port", message-id prefix) of a host, cached: a pull body repeats a
+    handful of hosts, and formatting them was a large part of decoding."""
+    key = (ip, port)
+    known = _host_texts.get(key)
+    if known is None:
+        if len(_host_texts) >= _HOST_TEXT_CACHE_LIMIT:
+            _host_texts.clear()
+        known = _host_texts[key] = (_address(ip, port), f"{ip.hex().upper()}{port & _U32:08X}")
+    return known
+
+
 def _inflate(body: bytes) -> bytes:
     inflater = zlib.decompressobj()
     try:
@@ -402,6 +418,7 @@ def decode_record(
         flags &= ~sysflag.COMPRESSED
     topic = _utf8(buf, topic_start, topic_len, "topic")
     raw_props = _utf8(buf, topic_start + topic_len + 2, props_len, "properties")
+    store_host, id_prefix = _host_text(store_ip, store_port)
     message = MessageExt(
         topic=topic,
         body=body,
@@ -412,10 +429,10 @@ def decode_record(
         queue_offset=queue_offset,
         sys_flag=flags,
         born_timestamp=born_ts,
-        born_host=_address(born_ip, born_port),
+        born_host=_host_text(born_ip, born_port)[0],
         store_timestamp=store_ts,
-        store_host=_address(store_ip, store_port),
-        msg_id=f"{store_ip.hex().upper()}{store_port & _U32:08X}{physical & _U64:016X}",
+        store_host=store_host,
+        msg_id=f"{id_prefix}{physical & _U64:016X}",
         commit_log_offset=physical,
         body_crc=crc,
         reconsume_times=reconsume,
@@ -477,6 +494,58 @@ def encode_batch(messages: Sequence[Message]) -> bytes:
             raise ValueError(f"batch entry field out of range: {exc}") from None
         parts += (head, message.body, _I16.pack(props_len), raw_props)
     return b"".join(parts)
+
+
+class BatchEntry(NamedTuple):
+    """One entry of a batch body, properties left as the encoded string."""
+
+    body: bytes
+    flag: int
+    properties: str
+
+
+def split_batch(body: Buffer) -> list[BatchEntry]:
+    """The entries of a SEND_BATCH_MESSAGE body without building messages.
+
+    The broker's batch path: it stores the property string as sent, so
+    parsing it into a dict and encoding it back (as `decode_batch` would)
+    is work thrown away. Same checks as `decode_batch`.
+    """
+    entries: list[BatchEntry] = []
+    head = _BATCH_HEAD.unpack_from
+    props_len_at = _I16.unpack_from
+    head_size = _BATCH_HEAD.size
+    offset = 0
+    end = len(body)
+    while offset < end:
+        if end - offset < _BATCH_FIXED:
+            raise ProtocolError(f"truncated batch entry at {offset}")
+        total, _magic, _crc, flag, body_len = head(body, offset)
+        if body_len < 0:
+            raise ProtocolError(f"negative body length {body_len} in batch entry at {offset}")
+        body_start = offset + head_size
+        props_len_pos = body_start + body_len
+        if props_len_pos + 2 > end:
+            raise ProtocolError(f"batch entry at {offset} overruns the body")
+        (props_len,) = props_len_at(body, props_len_pos)
+        if props_len < 0:
+            raise ProtocolError(f"negative properties length in batch entry at {offset}")
+        entry_end = props_len_pos + 2 + props_len
+        if entry_end > end:
+            raise ProtocolError(f"batch entry at {offset} overruns the body")
+        if total != entry_end - offset:
+            raise ProtocolError(
+                f"batch entry at {offset}: TOTALSIZE {total} != {entry_end - offset}"
+            )
+        entries.append(
+            BatchEntry(
+                bytes(body[body_start:props_len_pos]),
+                flag,
+                _utf8(body, props_len_pos + 2, props_len, "properties"),
+            )
+        )
+        offset = entry_end
+    return entries
 
 
 def decode_batch(body: Buffer, topic: str) -> list[Message]:

@@ -56,7 +56,7 @@ from pathlib import Path
 
 from tidemq.common import sysflag
 from tidemq.common.clock import Clock
-from tidemq.common.hashing import java_string_hash_uncached
+from tidemq.common.hashing import java_string_hash_shared_prefix, java_string_hash_uncached
 from tidemq.store.api import DispatchRequest
 from tidemq.store.fs import FileSystem, MmapFile, StoreFile
 
@@ -94,6 +94,13 @@ the tags that cache exists for."""
 def index_key_hash(topic: str, key: str) -> int:
     """RocketMQ's keyHash of `topic#key`: abs of Java's hashCode, 0 when abs overflows."""
     positive = abs(_java_hash(f"{topic}#{key}"))
+    return 0 if positive > INT32_MAX else positive
+
+
+def unique_key_hash(topic: str, unique_key: str) -> int:
+    """`index_key_hash` for a unique id: ids of one producer share their first
+    20 characters, whose part of the hash is cached."""
+    positive = abs(java_string_hash_shared_prefix(f"{topic}#{unique_key}"))
     return 0 if positive > INT32_MAX else positive
 
 
@@ -556,7 +563,7 @@ class IndexService:
         topic = request.topic
         hashes: list[int] = []
         if request.unique_key:
-            hashes.append(index_key_hash(topic, request.unique_key))
+            hashes.append(unique_key_hash(topic, request.unique_key))
         if request.keys:
             for key in request.keys.split(KEY_SEPARATOR):
                 if key:

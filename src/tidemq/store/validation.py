@@ -11,10 +11,16 @@ MAX_PROPERTIES_BYTES = 32767
 MAX_TOPIC_BYTES = 32767
 
 
+def _utf8_length(text: str) -> int:
+    """Bytes of `text` in UTF-8 without encoding it in the common ASCII case
+    (raises UnicodeEncodeError for a lone surrogate, as encoding would)."""
+    return len(text) if text.isascii() else len(text.encode())
+
+
 def validate_message(message: MessageToStore, config: StoreConfig) -> tuple[PutStatus, str] | None:
     if not message.topic:
         return PutStatus.MESSAGE_ILLEGAL, "the topic is empty"
-    if len(message.topic.encode()) > MAX_TOPIC_BYTES:
+    if _utf8_length(message.topic) > MAX_TOPIC_BYTES:
         return PutStatus.MESSAGE_ILLEGAL, "the topic name is too long"
     if message.queue_id < 0:
         return PutStatus.MESSAGE_ILLEGAL, f"queue id {message.queue_id} is negative"
@@ -25,7 +31,7 @@ def validate_message(message: MessageToStore, config: StoreConfig) -> tuple[PutS
             f"the message body is {size} bytes, more than the maximum of "
             f"{config.max_message_size} bytes",
         )
-    props_size = len(message.properties.encode())
+    props_size = _utf8_length(message.properties)
     if props_size > MAX_PROPERTIES_BYTES:
         return (
             PutStatus.PROPERTIES_SIZE_EXCEEDED,
