@@ -7,12 +7,8 @@ test_offset_store.py and test modules need distinct names.)
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -20,28 +16,11 @@ from tidemq.client.admin import AdminClient
 from tidemq.client.consumer.offset_store import BrokerOffsetStore, ReadOffsetType
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
-from tidemq.common.message import MessageQueue
+from tidemq.testing.client_support import create_topic
 from tidemq.testing.processes import ServerProcess, serve
+from tidemq.testing.waiting import eventually, unique_name
 
 pytestmark = pytest.mark.slow
-
-T = TypeVar("T")
-_names = itertools.count()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{next(_names)}_{time.monotonic_ns() % 1_000_000}"
-
-
-async def eventually(check: Callable[[], Awaitable[T]], what: str, timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -60,14 +39,6 @@ async def instance(server: ServerProcess) -> AsyncIterator[ClientInstance]:
         await client.close()
 
 
-async def make_topic(server: ServerProcess, queues: int = 2) -> list[MessageQueue]:
-    topic = unique("OffsetStoreTopic")
-    async with AdminClient(server.namesrv) as admin:
-        await admin.create_topic(topic, queues=queues)
-        route = await admin.topic_route(topic)
-    return route.read_queues()
-
-
 async def stored_offsets(server: ServerProcess, group: str, topic: str) -> dict[int, int]:
     async with AdminClient(server.namesrv) as admin:
         rows = await admin.consumer_progress(group, topic)
@@ -77,8 +48,8 @@ async def stored_offsets(server: ServerProcess, group: str, topic: str) -> dict[
 async def test_sync_persist_is_read_back_by_another_client(
     server: ServerProcess, instance: ClientInstance
 ) -> None:
-    mq0, mq1 = await make_topic(server)
-    group = unique("cg_store")
+    mq0, mq1 = await create_topic(server.namesrv, unique_name("OffsetStoreTopic"), queues=2)
+    group = unique_name("cg_store")
     store = BrokerOffsetStore(instance, group)
     await store.load()
     # A fresh queue (min offset 0) reads as 0: the broker's rule for new groups.
@@ -104,8 +75,8 @@ async def test_sync_persist_is_read_back_by_another_client(
 async def test_oneway_persist_all_lands_and_forgets_queues_not_named(
     server: ServerProcess, instance: ClientInstance
 ) -> None:
-    mq0, mq1 = await make_topic(server)
-    group = unique("cg_oneway")
+    mq0, mq1 = await create_topic(server.namesrv, unique_name("OffsetStoreTopic"), queues=2)
+    group = unique_name("cg_oneway")
     store = BrokerOffsetStore(instance, group)
     store.update(mq0, 11)
     store.update(mq1, 5)
@@ -120,8 +91,8 @@ async def test_oneway_persist_all_lands_and_forgets_queues_not_named(
 
 
 async def test_increase_only_and_remove(server: ServerProcess, instance: ClientInstance) -> None:
-    mq0, _ = await make_topic(server)
-    store = BrokerOffsetStore(instance, unique("cg_mono"))
+    mq0, _ = await create_topic(server.namesrv, unique_name("OffsetStoreTopic"), queues=2)
+    store = BrokerOffsetStore(instance, unique_name("cg_mono"))
     store.update(mq0, 10, increase_only=True)
     store.update(mq0, 4, increase_only=True)
     assert store.table() == {mq0: 10}
@@ -134,7 +105,7 @@ async def test_increase_only_and_remove(server: ServerProcess, instance: ClientI
 
 async def test_unreachable_broker_is_a_client_error(tmp_path: Path) -> None:
     with serve(tmp_path / "data") as doomed:
-        topic = unique("DoomedTopic")
+        topic = unique_name("DoomedTopic")
         async with AdminClient(doomed.namesrv) as admin:
             await admin.create_topic(topic, queues=1)
         client = ClientInstance(ClientConfig(namesrv=doomed.namesrv, request_timeout_s=2.0))

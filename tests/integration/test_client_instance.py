@@ -3,10 +3,7 @@ the group's consumer list, NOTIFY_CONSUMER_IDS_CHANGED and unregistering."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import TypeVar
+from collections.abc import Iterable, Iterator
 
 import pytest
 
@@ -17,21 +14,9 @@ from tidemq.client.model import TopicRoute
 from tidemq.protocol import ResponseCode
 from tidemq.protocol.heartbeat import ConsumerData, Subscription
 from tidemq.testing.processes import ServerProcess, free_port, serve
+from tidemq.testing.waiting import eventually
 
 pytestmark = pytest.mark.slow
-
-T = TypeVar("T")
-
-
-async def eventually(check: Callable[[], Awaitable[T]], what: str, timeout: float = 20.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 class RecordingConsumer:

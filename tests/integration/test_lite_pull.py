@@ -6,13 +6,11 @@ broadcasting with offsets.json, and the blocking wrapper."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -21,30 +19,14 @@ from tidemq.client.admin import AdminClient
 from tidemq.client.consumer.listener import MessageModel
 from tidemq.client.consumer.lite_pull import AsyncLitePullConsumer, LitePullConsumer
 from tidemq.client.errors import ClientError
-from tidemq.client.producer import AsyncProducer
-from tidemq.common.message import Message, MessageExt, MessageQueue
+from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.protocol import ResponseCode
+from tidemq.testing.client_support import create_topic, numbered_messages
+from tidemq.testing.client_support import produce as produce_messages
 from tidemq.testing.processes import ServerProcess, serve
+from tidemq.testing.waiting import eventually, unique_name
 
 pytestmark = pytest.mark.slow
-
-T = TypeVar("T")
-_names = itertools.count()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{next(_names)}_{time.monotonic_ns() % 1_000_000}"
-
-
-async def eventually(check: Callable[[], Awaitable[T]], what: str, timeout: float = 40.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +36,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 async def make_topic(server: ServerProcess, queues: int = 2) -> list[MessageQueue]:
-    topic = unique("LiteTopic")
-    async with AdminClient(server.namesrv) as admin:
-        await admin.create_topic(topic, queues=queues)
-        return (await admin.topic_route(topic)).read_queues()
+    return await create_topic(server.namesrv, unique_name("LiteTopic"), queues=queues)
 
 
 async def produce(
@@ -69,20 +48,11 @@ async def produce(
     prefix: str = "m",
 ) -> list[str]:
     """`per_queue` messages to each queue; their bodies."""
-    producer = AsyncProducer(unique("P"), server.namesrv)
-    await producer.start()
     bodies: list[str] = []
-    try:
-        for mq in queues:
-            for i in range(per_queue):
-                body = f"{prefix}-{mq.queue_id}-{i}"
-                message = Message(mq.topic, body=body.encode())
-                if tag is not None:
-                    message.tags = tag
-                await producer.send(message, queue=mq)
-                bodies.append(body)
-    finally:
-        await producer.shutdown()
+    for mq in queues:
+        body = f"{prefix}-{mq.queue_id}-{{}}"
+        messages = numbered_messages(mq.topic, per_queue, body=body, tags=tag)
+        bodies += await produce_messages(server.namesrv, messages, queue=mq)
     return bodies
 
 
@@ -123,7 +93,7 @@ async def committed_on_broker(server: ServerProcess, group: str, topic: str) -> 
 async def test_assign_poll_in_order_and_commit_sync(server: ServerProcess) -> None:
     queues = await make_topic(server)
     bodies = await produce(server, queues, 6)
-    group = unique("cg_assign")
+    group = unique_name("cg_assign")
     consumer = lite(server, group, auto_commit=False, pull_batch_size=4)
     consumer.assign(queues)
     await consumer.start()
@@ -153,7 +123,7 @@ async def test_assign_poll_in_order_and_commit_sync(server: ServerProcess) -> No
 async def test_restart_resumes_from_the_committed_offset(server: ServerProcess) -> None:
     queues = await make_topic(server, queues=1)
     await produce(server, queues, 5)
-    group = unique("cg_resume")
+    group = unique_name("cg_resume")
     first = lite(server, group, auto_commit=False)
     first.assign(queues)
     await first.start()
@@ -176,7 +146,7 @@ async def test_seeks(server: ServerProcess) -> None:
     queues = await make_topic(server, queues=1)
     mq = queues[0]
     await produce(server, queues, 10)
-    consumer = lite(server, unique("cg_seek"), auto_commit=False, pull_batch_size=32)
+    consumer = lite(server, unique_name("cg_seek"), auto_commit=False, pull_batch_size=32)
     consumer.assign([mq])
     await consumer.start()
     try:
@@ -221,7 +191,7 @@ async def test_seek_then_commit_sets_the_group_offset(server: ServerProcess) -> 
     queues = await make_topic(server, queues=1)
     mq = queues[0]
     await produce(server, queues, 4)
-    group = unique("cg_seek_commit")
+    group = unique_name("cg_seek_commit")
     consumer = lite(server, group, auto_commit=False)
     consumer.assign([mq])
     await consumer.start()
@@ -237,7 +207,7 @@ async def test_seek_then_commit_sets_the_group_offset(server: ServerProcess) -> 
 async def test_auto_commit_commits_what_was_polled(server: ServerProcess) -> None:
     queues = await make_topic(server, queues=1)
     await produce(server, queues, 3)
-    group = unique("cg_auto")
+    group = unique_name("cg_auto")
     consumer = lite(server, group, auto_commit=True, auto_commit_interval_s=0.2)
     consumer.assign(queues)
     await consumer.start()
@@ -258,7 +228,7 @@ async def test_auto_commit_commits_what_was_polled(server: ServerProcess) -> Non
 
 async def test_poll_timeout_returns_empty_in_time(server: ServerProcess) -> None:
     queues = await make_topic(server, queues=1)
-    consumer = lite(server, unique("cg_timeout"))
+    consumer = lite(server, unique_name("cg_timeout"))
     consumer.assign(queues)
     await consumer.start()
     try:
@@ -274,7 +244,7 @@ async def test_poll_timeout_returns_empty_in_time(server: ServerProcess) -> None
 
 async def test_pause_and_resume(server: ServerProcess) -> None:
     q0, q1 = await make_topic(server)
-    consumer = lite(server, unique("cg_pause"), auto_commit=False)
+    consumer = lite(server, unique_name("cg_pause"), auto_commit=False)
     consumer.assign([q0, q1])
     await consumer.start()
     try:
@@ -295,7 +265,7 @@ async def test_pause_and_resume(server: ServerProcess) -> None:
 
 async def test_tag_filter_and_unmatched_records_move_the_position(server: ServerProcess) -> None:
     queues = await make_topic(server, queues=1)
-    group = unique("cg_tags")
+    group = unique_name("cg_tags")
     await produce(server, queues, 3, tag="TagB", prefix="b")
     await produce(server, queues, 2, tag="TagA", prefix="a")
     await produce(server, queues, 3, tag="TagB", prefix="b2")
@@ -314,7 +284,7 @@ async def test_tag_filter_and_unmatched_records_move_the_position(server: Server
 
 async def test_mode_errors_and_bad_arguments(server: ServerProcess) -> None:
     queues = await make_topic(server, queues=1)
-    consumer = lite(server, unique("cg_errors"))
+    consumer = lite(server, unique_name("cg_errors"))
     consumer.subscribe(queues[0].topic)
     with pytest.raises(ClientError, match="mutually exclusive"):
         consumer.assign(queues)
@@ -326,7 +296,7 @@ async def test_mode_errors_and_bad_arguments(server: ServerProcess) -> None:
     with pytest.raises(ClientError, match="shut down"):
         consumer.subscribe(queues[0].topic)
 
-    assigned = lite(server, unique("cg_errors"))
+    assigned = lite(server, unique_name("cg_errors"))
     assigned.assign(queues)
     with pytest.raises(ClientError, match="mutually exclusive"):
         assigned.subscribe(queues[0].topic)
@@ -361,7 +331,7 @@ async def test_two_subscribers_share_queues_and_survive_a_rebalance(
 ) -> None:
     queues = await make_topic(server, queues=4)
     topic = queues[0].topic
-    group = unique("cg_share")
+    group = unique_name("cg_share")
     first = lite(server, group, auto_commit=False)
     second = lite(server, group, auto_commit=False)
     first.subscribe(topic)
@@ -418,7 +388,7 @@ async def test_broadcasting_each_consumer_gets_everything_and_keeps_offsets_json
     server: ServerProcess, tmp_path: Path
 ) -> None:
     queues = await make_topic(server)
-    group = unique("cg_bcast")
+    group = unique_name("cg_bcast")
     bodies = await produce(server, queues, 3)
     consumers = [
         lite(
@@ -467,7 +437,7 @@ async def test_broadcasting_each_consumer_gets_everything_and_keeps_offsets_json
 def test_blocking_consumer(server: ServerProcess) -> None:
     queues = asyncio.run(make_topic(server, queues=1))
     bodies = asyncio.run(produce(server, queues, 3))
-    group = unique("cg_blocking")
+    group = unique_name("cg_blocking")
     consumer = LitePullConsumer(
         group,
         server.namesrv,
@@ -499,7 +469,11 @@ async def test_flow_control_pauses_pulling_and_polls_resume_it(server: ServerPro
     mq = queues[0]
     bodies = await produce(server, queues, 30)
     consumer = lite(
-        server, unique("cg_flow"), auto_commit=False, pull_batch_size=2, pull_threshold_for_queue=5
+        server,
+        unique_name("cg_flow"),
+        auto_commit=False,
+        pull_batch_size=2,
+        pull_threshold_for_queue=5,
     )
     consumer.assign(queues)
     await consumer.start()
@@ -522,7 +496,7 @@ async def test_flow_control_pauses_pulling_and_polls_resume_it(server: ServerPro
 
 async def test_reassign_while_running(server: ServerProcess) -> None:
     q0, q1 = await make_topic(server)
-    group = unique("cg_reassign")
+    group = unique_name("cg_reassign")
     consumer = lite(server, group, auto_commit=True)
     consumer.assign([q0])
     await consumer.start()
@@ -547,7 +521,7 @@ async def test_admin_reset_offset_moves_a_running_consumer(server: ServerProcess
     queues = await make_topic(server, queues=1)
     mq = queues[0]
     await produce(server, queues, 4)
-    group = unique("cg_reset")
+    group = unique_name("cg_reset")
     consumer = lite(server, group, auto_commit=False)
     consumer.subscribe(mq.topic)
     await consumer.start()
@@ -569,7 +543,7 @@ async def test_admin_reset_offset_moves_a_running_consumer(server: ServerProcess
 async def test_a_consumer_joining_mid_stream_loses_nothing(server: ServerProcess) -> None:
     queues = await make_topic(server, queues=4)
     topic = queues[0].topic
-    group = unique("cg_join")
+    group = unique_name("cg_join")
     members = [lite(server, group, auto_commit=True, auto_commit_interval_s=0.2) for _ in range(2)]
     for member in members:
         member.subscribe(topic)

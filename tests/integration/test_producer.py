@@ -10,11 +10,10 @@ import json
 import signal
 import threading
 import time
-import uuid
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -29,29 +28,12 @@ from tidemq.protocol import RemotingCommand, RequestCode, ResponseCode
 from tidemq.protocol.headers import PullMessageRequestHeader, encode_header
 from tidemq.protocol.message_codec import decode_records
 from tidemq.testing.processes import FAST_DELAY_LEVELS, ServerProcess, serve, started
+from tidemq.testing.waiting import eventually, unique_name
 from tidemq.transport.client import RemotingClient
 
 pytestmark = pytest.mark.slow
 
-T = TypeVar("T")
 QUEUES = 4
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:10]}"
-
-
-async def eventually(
-    check: Callable[[], Awaitable[T | None]], what: str, timeout: float = 20.0
-) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +51,12 @@ async def admin(server: ServerProcess) -> AsyncIterator[AdminClient]:
 
 @pytest.fixture
 async def producer(server: ServerProcess) -> AsyncIterator[AsyncProducer]:
-    async with AsyncProducer(unique("PG"), server.namesrv) as p:
+    async with AsyncProducer(unique_name("PG"), server.namesrv) as p:
         yield p
 
 
 async def new_topic(admin: AdminClient, prefix: str, queues: int = QUEUES) -> str:
-    topic = unique(prefix)
+    topic = unique_name(prefix)
     await admin.create_topic(topic, queues=queues)
     return topic
 
@@ -179,7 +161,7 @@ async def test_async_send_of_an_invalid_message_fails_its_future_and_callback(
 
 async def test_oneway_messages_arrive(admin: AdminClient, producer: AsyncProducer) -> None:
     topic = await new_topic(admin, "POneway")
-    key = unique("ow")
+    key = unique_name("ow")
     for i in range(5):
         await producer.send_oneway(make_message(topic, b"o%d" % i, keys=[key]))
 
@@ -303,7 +285,7 @@ async def test_delay_level_delivers_after_the_delay(
 async def test_unknown_topic_is_created_through_the_template_route(
     server: ServerProcess, admin: AdminClient, producer: AsyncProducer
 ) -> None:
-    topic = unique("PAuto")
+    topic = unique_name("PAuto")
     result = await producer.send(Message(topic, b"first"))
     assert result.status == "SEND_OK"
     assert len(await producer.publish_queues(topic)) == QUEUES
@@ -329,7 +311,7 @@ async def test_invalid_and_oversized_messages_fail_before_the_network(
     tmp_path: Path,
 ) -> None:
     # Nothing listens on this name server: any network use would fail with an RPC code.
-    async with AsyncProducer(unique("PG"), "127.0.0.1:1", max_message_size=1024) as p:
+    async with AsyncProducer(unique_name("PG"), "127.0.0.1:1", max_message_size=1024) as p:
         for topic in ("bad topic", "x" * 200, "", "SCHEDULE_TOPIC_XXXX"):
             with pytest.raises(ClientError) as excinfo:
                 await p.send(Message(topic, b"x"))
@@ -349,7 +331,10 @@ async def test_broker_limit_refusal_is_reported_with_its_code(
     topic = await new_topic(admin, "PBig")
     # The client limit is raised above the broker's 4 MiB: the broker refuses.
     async with AsyncProducer(
-        unique("PG"), server.namesrv, max_message_size=8 * 1024 * 1024, compress_over_bytes=1 << 30
+        unique_name("PG"),
+        server.namesrv,
+        max_message_size=8 * 1024 * 1024,
+        compress_over_bytes=1 << 30,
     ) as p:
         with pytest.raises(ClientError) as excinfo:
             await p.send(Message(topic, b"x" * (5 * 1024 * 1024)))
@@ -360,7 +345,7 @@ async def test_broker_limit_refusal_is_reported_with_its_code(
 async def test_read_only_topic_has_no_writable_queue(
     admin: AdminClient, producer: AsyncProducer
 ) -> None:
-    topic = unique("PReadOnly")
+    topic = unique_name("PReadOnly")
     await admin.create_topic(topic, queues=2, perm=4)
     with pytest.raises(ClientError) as excinfo:
         await producer.send(Message(topic, b"x"))
@@ -369,7 +354,7 @@ async def test_read_only_topic_has_no_writable_queue(
 
 
 async def test_unstarted_or_shut_down_producer_refuses_to_send(server: ServerProcess) -> None:
-    p = AsyncProducer(unique("PG"), server.namesrv)
+    p = AsyncProducer(unique_name("PG"), server.namesrv)
     with pytest.raises(ClientError, match="not started"):
         await p.send(Message("T", b"x"))
     await p.start()
@@ -380,7 +365,7 @@ async def test_unstarted_or_shut_down_producer_refuses_to_send(server: ServerPro
 
 async def test_topic_unknown_without_auto_creation_is_topic_not_exist(tmp_path: Path) -> None:
     with serve(tmp_path / "data", settings={"auto_create_topic": "false"}) as no_auto:
-        async with AsyncProducer(unique("PG"), no_auto.namesrv) as p:
+        async with AsyncProducer(unique_name("PG"), no_auto.namesrv) as p:
             with pytest.raises(ClientError) as excinfo:
                 await p.send(Message("NeverCreated", b"x"))
     assert excinfo.value.code == ResponseCode.TOPIC_NOT_EXIST
@@ -391,7 +376,7 @@ async def test_topic_unknown_without_auto_creation_is_topic_not_exist(tmp_path: 
 
 
 def test_blocking_producer_sends_in_every_mode(server: ServerProcess) -> None:
-    topic = unique("PBlock")
+    topic = unique_name("PBlock")
     callback_results: list[SendResult | BaseException] = []
     done = threading.Event()
 
@@ -399,7 +384,7 @@ def test_blocking_producer_sends_in_every_mode(server: ServerProcess) -> None:
         callback_results.append(outcome)
         done.set()
 
-    with Producer(unique("PG"), server.namesrv) as p:
+    with Producer(unique_name("PG"), server.namesrv) as p:
         first = p.send(make_message(topic, b"sync", keys=["blk"]))
         assert first.status == "SEND_OK"
         future = p.send_async(make_message(topic, b"async", keys=["blk"]), on_done)
@@ -469,7 +454,7 @@ async def test_sends_fail_over_when_a_broker_is_killed(
                 return await real_call(remoting, address, *args, **kw)
 
             monkeypatch.setattr(producer_module, "call", recording_call)
-            async with AsyncProducer(unique("PG"), namesrv) as p:
+            async with AsyncProducer(unique_name("PG"), namesrv) as p:
                 before = [await p.send(Message("Spread", b"before")) for _ in range(4)]
                 assert {r.broker_name for r in before} == {"broker-a", "broker-b"}
 

@@ -5,71 +5,32 @@ the unpersisted window is delivered again."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
-import signal
-import subprocess
-import sys
-import textwrap
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tidemq.client._core.rebalance import ConsumeFromWhere
-from tidemq.client.admin import AdminClient
 from tidemq.client.consumer.listener import (
     ConsumeConcurrentlyContext,
     ConsumeStatus,
     MessageModel,
 )
 from tidemq.client.consumer.push import AsyncPushConsumer
-from tidemq.client.producer import AsyncProducer
-from tidemq.common.message import Message, MessageExt
+from tidemq.common.message import MessageExt
+from tidemq.testing.client_support import create_topic, numbered_messages
+from tidemq.testing.client_support import produce as produce_messages
+from tidemq.testing.consumer_child import ConsumerChild
 from tidemq.testing.processes import ServerProcess, serve
+from tidemq.testing.waiting import eventually
 
 pytestmark = pytest.mark.slow
 
 QUEUES = 2
 FIRST, SECOND = 600, 200
-
-CHILD = textwrap.dedent(
-    """
-    import asyncio, sys, threading, time
-    from tidemq.client._core.rebalance import ConsumeFromWhere
-    from tidemq.client.consumer.listener import ConsumeStatus, MessageModel
-    from tidemq.client.consumer.push import AsyncPushConsumer
-
-    namesrv, group, topic, out, directory = sys.argv[1:6]
-    lock = threading.Lock()
-    sink = open(out, "a", encoding="utf-8")
-
-    def listener(messages, context):
-        time.sleep(0.003)  # slow enough to be killed mid-stream
-        lines = "".join(f"{m.queue_id} {m.queue_offset}\\n" for m in messages)
-        with lock:
-            sink.write(lines)
-            sink.flush()
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    async def main():
-        push = AsyncPushConsumer(
-            group, namesrv, listener=listener,
-            message_model=MessageModel.BROADCASTING,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-            instance_name="crashy", offset_store_dir=directory,
-            persist_interval_s=0.2, consume_thread_count=1,
-        )
-        push.subscribe(topic)
-        await push.start()
-        print("ready", flush=True)
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
-    """
-)
 
 
 @pytest.fixture
@@ -78,15 +39,8 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
         yield process
 
 
-def lines(path: Path) -> list[tuple[int, int]]:
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            rows.append((int(parts[0]), int(parts[1])))
-    return rows
+def lines(child: ConsumerChild) -> list[tuple[int, int]]:
+    return [(record.queue_id, record.offset) for record in child.records()]
 
 
 def file_offsets(directory: Path, topic: str) -> dict[int, int]:
@@ -101,56 +55,36 @@ def file_offsets(directory: Path, topic: str) -> dict[int, int]:
     return found
 
 
-async def wait_for(check: object, what: str, timeout: float = 40.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 async def produce(server: ServerProcess, topic: str, start: int, count: int) -> None:
-    producer = AsyncProducer(f"bp_{start}", server.namesrv)
-    await producer.start()
-    try:
-        for first in range(start, start + count, 20):
-            await producer.send_batch(
-                [Message(topic, body=f"m{i}".encode()) for i in range(first, first + 20)]
-            )
-    finally:
-        await producer.shutdown()
+    messages = numbered_messages(topic, count, start=start)
+    await produce_messages(server.namesrv, messages, batch_size=20)
 
 
 async def test_broadcasting_consumer_resumes_from_offsets_json_after_sigkill(
     server: ServerProcess, tmp_path: Path
 ) -> None:
     topic, group = "BroadcastCrash", "broadcast_crash_group"
-    async with AdminClient(server.namesrv) as admin:
-        await admin.create_topic(topic, queues=QUEUES)
+    await create_topic(server.namesrv, topic, queues=QUEUES)
     out, directory = tmp_path / "child.txt", tmp_path / "offsets"
     await produce(server, topic, 0, FIRST)
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, server.namesrv, group, topic, str(out), str(directory)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        assert (await asyncio.to_thread(child.stdout.readline)).strip() == "ready"
+    options = [
+        "--broadcasting",
+        "--instance-name=crashy",
+        f"--offset-store-dir={directory}",
+        "--persist-interval-s=0.2",
+        "--consume-thread-count=1",
+        "--delay-s=0.003",  # slow enough to be killed mid-stream
+    ]
+    child = ConsumerChild(server.namesrv, group, topic, out, options=options)
+    with contextlib.closing(child):
+        await child.start()
         # kill it mid-stream, once some offsets were persisted
-        await wait_for(
-            lambda: len(lines(out)) > FIRST // 3 and list(directory.rglob("offsets.json")),
+        await eventually(
+            lambda: len(lines(child)) > FIRST // 3 and list(directory.rglob("offsets.json")),
             "the child consuming and persisting",
         )
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(10)
-        if child.stdout is not None:
-            child.stdout.close()
-    before = lines(out)
+        child.kill()
+    before = lines(child)
     persisted = file_offsets(directory, topic)
     assert persisted, "offsets.json holds the topic's queues"
     assert len(before) < FIRST  # it really died mid-stream
@@ -182,7 +116,7 @@ async def test_broadcasting_consumer_resumes_from_offsets_json_after_sigkill(
             with lock:
                 return len(set(before) | set(after)) == total
 
-        await wait_for(everything_seen, "every message once the consumer is back")
+        await eventually(everything_seen, "every message once the consumer is back")
     finally:
         await push.shutdown()
     with lock:

@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -24,45 +22,14 @@ from tidemq.client.consumer.listener import (
 )
 from tidemq.client.consumer.push import AsyncPushConsumer, PushConsumer
 from tidemq.client.errors import ClientError
-from tidemq.client.producer import AsyncProducer
-from tidemq.common.message import Message, MessageExt
-from tidemq.protocol import ResponseCode
-from tidemq.testing.processes import FAST_DELAY_LEVELS, ServerProcess, serve
+from tidemq.client.instance import ClientConfig
+from tidemq.common.message import MessageExt
+from tidemq.testing.client_support import create_topic, numbered_messages
+from tidemq.testing.client_support import produce as produce_messages
+from tidemq.testing.processes import FAST_DELAY_LEVELS, ServerProcess, free_port, serve
+from tidemq.testing.waiting import eventually, unique_name
 
 pytestmark = pytest.mark.slow
-
-T = TypeVar("T")
-
-_names = itertools.count()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{next(_names)}_{time.monotonic_ns() % 1_000_000}"
-
-
-async def eventually(check: Callable[[], T], what: str, timeout: float = 40.0) -> T:
-    """Poll `check` (a plain function) until truthy; AssertionError after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-async def eventually_async(
-    check: Callable[[], Awaitable[T]], what: str, timeout: float = 40.0
-) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +38,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     settings = {"delay_levels": FAST_DELAY_LEVELS, "max_reconsume_times": 3}
     with serve(data, flush="async", settings=settings) as process:
         yield process
-
-
-async def create_topic(server: ServerProcess, topic: str, queues: int = 4) -> None:
-    async with AdminClient(server.namesrv) as admin:
-        await admin.create_topic(topic, queues=queues)
 
 
 async def produce(
@@ -87,18 +49,10 @@ async def produce(
     start: int = 0,
     keys: bool = False,
 ) -> None:
-    producer = AsyncProducer(unique("P"), server.namesrv)
-    await producer.start()
-    try:
-        for i in range(start, start + count):
-            message = Message(topic, body=f"m{i}".encode())
-            if tags:
-                message.tags = tags
-            if keys:
-                message.keys = f"k{i}"
-            await producer.send(message)
-    finally:
-        await producer.shutdown()
+    messages = numbered_messages(
+        topic, count, start=start, tags=tags or None, keys="k{}" if keys else None
+    )
+    await produce_messages(server.namesrv, messages)
 
 
 class Recorder:
@@ -142,8 +96,8 @@ def consumer(
 
 
 async def test_consumes_every_message_with_exact_tag_filter(server: ServerProcess) -> None:
-    topic, group = unique("T"), unique("G")
-    await create_topic(server, topic)
+    topic, group = unique_name("T"), unique_name("G")
+    await create_topic(server.namesrv, topic)
     await produce(server, topic, 30, tags="TagA")
     await produce(server, topic, 30, tags="TagB", start=30)
     await produce(server, topic, 30, tags="TagC", start=60)
@@ -168,8 +122,8 @@ async def test_consumes_every_message_with_exact_tag_filter(server: ServerProces
 async def test_graceful_shutdown_persists_offsets_for_the_next_consumer(
     server: ServerProcess,
 ) -> None:
-    topic, group = unique("T"), unique("G")
-    await create_topic(server, topic)
+    topic, group = unique_name("T"), unique_name("G")
+    await create_topic(server.namesrv, topic)
     await produce(server, topic, 40)
     first = Recorder()
     push = consumer(server, group, topic, first)
@@ -198,8 +152,8 @@ async def test_graceful_shutdown_persists_offsets_for_the_next_consumer(
 
 
 async def test_blocking_push_consumer(server: ServerProcess) -> None:
-    topic, group = unique("T"), unique("G")
-    await create_topic(server, topic)
+    topic, group = unique_name("T"), unique_name("G")
+    await create_topic(server.namesrv, topic)
     await produce(server, topic, 20)
     recorder = Recorder()
     push = PushConsumer(
@@ -218,8 +172,8 @@ async def test_blocking_push_consumer(server: ServerProcess) -> None:
 
 
 async def test_failed_messages_come_back_then_land_in_the_dlq(server: ServerProcess) -> None:
-    topic, group = unique("T"), unique("G")
-    await create_topic(server, topic, queues=2)
+    topic, group = unique_name("T"), unique_name("G")
+    await create_topic(server.namesrv, topic, queues=2)
     seen: list[tuple[str, int, str]] = []
     lock = threading.Lock()
 
@@ -263,7 +217,7 @@ async def test_failed_messages_come_back_then_land_in_the_dlq(server: ServerProc
                     found.update(m.body.decode() for m in hits)
                 return found == {"m0", "m1"}
 
-            await eventually_async(in_dlq, "m0 and m1 in the DLQ")
+            await eventually(in_dlq, "m0 and m1 in the DLQ")
         # no fourth attempt
         assert attempts("m0") == [0, 1, 2]
     finally:
@@ -271,8 +225,8 @@ async def test_failed_messages_come_back_then_land_in_the_dlq(server: ServerProc
 
 
 async def test_flow_control_pauses_and_resumes(server: ServerProcess) -> None:
-    topic, group = unique("T"), unique("G")
-    await create_topic(server, topic, queues=1)
+    topic, group = unique_name("T"), unique_name("G")
+    await create_topic(server.namesrv, topic, queues=1)
     await produce(server, topic, 150)
     threshold, batch = 10, 8
     cached: list[int] = []
@@ -315,8 +269,8 @@ async def test_flow_control_pauses_and_resumes(server: ServerProcess) -> None:
 async def test_broadcasting_delivers_everything_to_everyone_and_resumes(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    topic, group = unique("T"), unique("G")
-    await create_topic(server, topic, queues=3)
+    topic, group = unique_name("T"), unique_name("G")
+    await create_topic(server.namesrv, topic, queues=3)
     await produce(server, topic, 45)
     recorders = [Recorder() for _ in range(3)]
 
@@ -364,30 +318,57 @@ async def test_broadcasting_delivers_everything_to_everyone_and_resumes(
 
 async def test_start_refuses_bad_setups(server: ServerProcess) -> None:
     with pytest.raises(ValueError, match="consume_thread_count"):
-        AsyncPushConsumer(unique("G"), server.namesrv, consume_thread_count=0)
+        AsyncPushConsumer(unique_name("G"), server.namesrv, consume_thread_count=0)
     with pytest.raises(ValueError, match="yyyyMMddHHmmss"):
-        AsyncPushConsumer(unique("G"), server.namesrv, consume_timestamp="2026-01-01")
+        AsyncPushConsumer(unique_name("G"), server.namesrv, consume_timestamp="2026-01-01")
     with pytest.raises(ValueError, match="group"):
         AsyncPushConsumer(" ", server.namesrv)
-    push = AsyncPushConsumer(unique("G"), server.namesrv)
-    push.subscribe(unique("T"))
+    push = AsyncPushConsumer(unique_name("G"), server.namesrv)
+    push.subscribe(unique_name("T"))
     with pytest.raises(ValueError, match="listener"):
         await push.start()
-    push = AsyncPushConsumer(unique("G"), server.namesrv, listener=Recorder())
+    push = AsyncPushConsumer(unique_name("G"), server.namesrv, listener=Recorder())
     with pytest.raises(ValueError, match="subscribe"):
         await push.start()
     with pytest.raises(ValueError, match="empty tag"):
         push.subscribe("T", "TagA || ")
-    push.subscribe(unique("NoSuchTopic"))
+    push.subscribe(unique_name("T"))
+    dead = f"127.0.0.1:{free_port()}"
+    push = AsyncPushConsumer(
+        unique_name("G"), listener=Recorder(), client_config=ClientConfig(namesrv=dead)
+    )
+    push.subscribe(unique_name("T"))
     with pytest.raises(ClientError) as caught:
         await push.start()
-    assert caught.value.code == ResponseCode.TOPIC_NOT_EXIST
+    assert caught.value.transport_failure and dead in str(caught.value)
     await push.shutdown()  # harmless after a failed start
 
 
+async def test_a_consumer_started_before_its_topic_exists_consumes_once_created(
+    server: ServerProcess,
+) -> None:
+    topic, group = unique_name("Later"), unique_name("G")
+    recorder = Recorder()
+    push = consumer(
+        server,
+        group,
+        topic,
+        recorder,
+        rebalance_interval_s=600.0,  # the new route alone must trigger the rebalance
+        client_config=ClientConfig(namesrv=server.namesrv, poll_namesrv_interval_s=0.5),
+    )
+    await push.start()  # only a warning: the topic does not exist yet
+    try:
+        await produce(server, topic, 12)  # auto-creates the topic
+        everything = {f"m{i}" for i in range(12)}
+        await eventually(lambda: recorder.distinct() == everything, "the 12 messages")
+    finally:
+        await push.shutdown()
+
+
 async def test_admin_reset_offset_replays_the_history(server: ServerProcess) -> None:
-    topic, group = unique("T"), unique("G")
-    await create_topic(server, topic, queues=2)
+    topic, group = unique_name("T"), unique_name("G")
+    await create_topic(server.namesrv, topic, queues=2)
     await produce(server, topic, 15)
     recorder = Recorder()
     push = consumer(server, group, topic, recorder)
@@ -408,8 +389,8 @@ async def test_admin_reset_offset_replays_the_history(server: ServerProcess) -> 
 async def test_broadcasting_resumes_without_an_instance_name_and_refuses_a_shared_file(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    topic, group = unique("T"), unique("G")
-    await create_topic(server, topic, queues=2)
+    topic, group = unique_name("T"), unique_name("G")
+    await create_topic(server.namesrv, topic, queues=2)
     await produce(server, topic, 10)
 
     def make(recorder: Recorder) -> AsyncPushConsumer:

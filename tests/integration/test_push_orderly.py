@@ -13,16 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -43,30 +38,15 @@ from tidemq.client.consumer.subscription import SubscriptionSpec, dlq_topic
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.producer import AsyncProducer
 from tidemq.common.message import Message, MessageExt, MessageQueue
+from tidemq.testing.client_support import create_topic
+from tidemq.testing.consumer_child import ConsumerChild
 from tidemq.testing.processes import FAST_DELAY_LEVELS, ServerProcess, serve
+from tidemq.testing.waiting import eventually, unique_name
 
 pytestmark = pytest.mark.slow
 
-T = TypeVar("T")
 SUCCESS = ConsumeOrderlyStatus.SUCCESS
 SUSPEND = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-PROC_SCRIPT = Path(__file__).with_name("orderly_consumer_proc.py")
-_names = itertools.count()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{next(_names)}_{time.monotonic_ns() % 1_000_000}"
-
-
-async def eventually(check: Callable[[], T], what: str, timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -79,11 +59,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     }
     with serve(data, flush="async", settings=settings) as process:
         yield process
-
-
-async def create_topic(server: ServerProcess, topic: str, queues: int) -> None:
-    async with AdminClient(server.namesrv) as admin:
-        await admin.create_topic(topic, queues=queues)
 
 
 class KeyedProducer:
@@ -212,11 +187,11 @@ def orderly_consumer(
 
 
 async def test_order_is_kept_while_consumers_join_and_leave(server: ServerProcess) -> None:
-    topic, group = unique("OrderRebalance"), unique("cg_order_")
-    await create_topic(server, topic, queues=8)
+    topic, group = unique_name("OrderRebalance"), unique_name("cg_order_")
+    await create_topic(server.namesrv, topic, queues=8)
     journal = Journal()
     keys = [f"k{i:02d}" for i in range(30)]
-    async with AsyncProducer(unique("pg"), server.namesrv) as producer:
+    async with AsyncProducer(unique_name("pg"), server.namesrv) as producer:
         keyed = KeyedProducer(producer, topic, keys)
         rounds, extra_rounds = 90, 10  # 3,000 messages over about 10 s
 
@@ -262,22 +237,26 @@ async def test_order_is_kept_while_consumers_join_and_leave(server: ServerProces
 async def test_crashed_consumer_queues_restart_from_the_committed_offset(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    topic, group = unique("OrderCrash"), unique("cg_crash_")
-    await create_topic(server, topic, queues=4)
+    topic, group = unique_name("OrderCrash"), unique_name("cg_crash_")
+    await create_topic(server.namesrv, topic, queues=4)
     keys = [f"k{i:02d}" for i in range(20)]
-    async with AsyncProducer(unique("pg"), server.namesrv) as producer:
+    async with AsyncProducer(unique_name("pg"), server.namesrv) as producer:
         keyed = KeyedProducer(producer, topic, keys)
         for _ in range(75):  # 1,500 messages
             await keyed.round()
-    out_file = tmp_path / "crashing.txt"
-    out_file.touch()
-    log_file = (tmp_path / "crashing.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, str(PROC_SCRIPT), server.namesrv, group, topic, str(out_file), "0.02"],
-        stdout=subprocess.PIPE,
-        stderr=log_file,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    crasher = ConsumerChild(
+        server.namesrv,
+        group,
+        topic,
+        tmp_path / "crashing.txt",
+        options=[
+            "--orderly",
+            "--delay-s=0.02",
+            "--rebalance-interval-s=1.0",
+            "--persist-interval-s=1.0",
+            "--instance-name=crashing",
+        ],
+        log_file=tmp_path / "crashing.log",
     )
     journal = Journal()
     frozen = asyncio.Event()  # set at the kill: the survivor holds back new queues...
@@ -296,18 +275,16 @@ async def test_crashed_consumer_queues_restart_from_the_committed_offset(
     probe = ClientInstance(ClientConfig(namesrv=server.namesrv))
     await probe.start()
     try:
-        assert proc.stdout is not None
-        assert await asyncio.to_thread(proc.stdout.readline) == "ready\n"
-        await eventually(lambda: len(read_lines(out_file)) >= 50, "crasher consuming")
+        await crasher.start()
+        await eventually(lambda: len(crasher.records()) >= 50, "crasher consuming")
         await survivor.start()
         await eventually(lambda: journal.by("survivor") >= 20, "survivor consuming")
-        await eventually(lambda: len(read_lines(out_file)) >= 300, "crasher progress")
+        await eventually(lambda: len(crasher.records()) >= 300, "crasher progress")
         owned_before_kill.update(
             mq.queue_id for mq in survivor.assigned_queues() if mq.topic == topic
         )
         frozen.set()
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        crasher.kill()
         # once the broker saw the connection close, everything the dead
         # process sent (offset commits included) has been read
         for _ in range(600):
@@ -321,7 +298,7 @@ async def test_crashed_consumer_queues_restart_from_the_committed_offset(
             }
         thawed.set()
         await eventually(
-            lambda: dead_consumed(out_file) | journal.consumed() >= keyed.sent,
+            lambda: dead_consumed(crasher) | journal.consumed() >= keyed.sent,
             "every message consumed",
         )
         # the survivor reaches the end of every queue
@@ -334,16 +311,11 @@ async def test_crashed_consumer_queues_restart_from_the_committed_offset(
             "the survivor at the end of every queue",
         )
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        log_file.close()
+        crasher.close()
         await survivor.shutdown()
         await probe.close()
 
-    dead = read_lines(out_file)
+    dead = [(r.queue_id, r.offset, r.body) for r in crasher.records()]
     taken_over = sorted({q for q, _, _ in dead} - owned_before_kill)
     assert taken_over, "the crashed consumer held no queue at the kill"
     assert owned_before_kill, "the survivor held no queue before the kill"
@@ -362,29 +334,21 @@ async def test_crashed_consumer_queues_restart_from_the_committed_offset(
         if queue_id in taken_over:
             # exactly where the dead consumer's last commit left off
             assert survivor_offsets[0] == committed[queue_id], (queue_id, committed)
-    assert dead_consumed(out_file) | journal.consumed() == keyed.sent
-    redelivered = len(dead_consumed(out_file) & journal.consumed())
+    assert dead_consumed(crasher) | journal.consumed() == keyed.sent
+    redelivered = len(dead_consumed(crasher) & journal.consumed())
     print(f"crash test: taken over {taken_over}, committed {committed}, {redelivered} redelivered")
 
 
-def read_lines(path: Path) -> list[tuple[int, int, str]]:
-    lines = []
-    for line in path.read_text().splitlines():
-        queue_id, offset, body = line.split(" ")
-        lines.append((int(queue_id), int(offset), body))
-    return lines
-
-
-def dead_consumed(path: Path) -> set[tuple[int, int]]:
-    return {(q, o) for q, o, _ in read_lines(path)}
+def dead_consumed(child: ConsumerChild) -> set[tuple[int, int]]:
+    return {(r.queue_id, r.offset) for r in child.records()}
 
 
 async def test_suspend_retries_locally_in_order_then_dead_letters(
     server: ServerProcess,
 ) -> None:
-    topic, group = unique("OrderSuspend"), unique("cg_suspend_")
-    await create_topic(server, topic, queues=1)
-    async with AsyncProducer(unique("pg"), server.namesrv) as producer:
+    topic, group = unique_name("OrderSuspend"), unique_name("cg_suspend_")
+    await create_topic(server.namesrv, topic, queues=1)
+    async with AsyncProducer(unique_name("pg"), server.namesrv) as producer:
         mq = MessageQueue(topic, (await producer.publish_queues(topic))[0].broker_name, 0)
         batch = [Message(topic=topic, body=f"m{i}".encode()) for i in range(6)]
         await producer.send_batch(batch, queue=mq)
@@ -439,7 +403,7 @@ async def test_suspend_retries_locally_in_order_then_dead_letters(
         dlq_mq = MessageQueue(dlq, route.queue_datas[0].broker_name, 0)
         result = await pull_message(
             instance,
-            group=unique("cg_dlq_reader_"),
+            group=unique_name("cg_dlq_reader_"),
             mq=dlq_mq,
             subscription=SubscriptionSpec.parse(dlq, "*", sub_version=0),
             offset=0,
@@ -452,8 +416,8 @@ async def test_suspend_retries_locally_in_order_then_dead_letters(
 
 
 async def test_lock_service_gives_each_queue_to_one_client(server: ServerProcess) -> None:
-    topic, group = unique("OrderLocks"), unique("cg_locks_")
-    await create_topic(server, topic, queues=2)
+    topic, group = unique_name("OrderLocks"), unique_name("cg_locks_")
+    await create_topic(server.namesrv, topic, queues=2)
     instances = [ClientInstance(ClientConfig(namesrv=server.namesrv)) for _ in range(2)]
     for instance in instances:
         await instance.start()
@@ -493,10 +457,10 @@ async def test_lock_service_gives_each_queue_to_one_client(server: ServerProcess
 async def test_broadcasting_orderly_gives_every_consumer_every_queue_in_order(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    topic, group = unique("OrderBroadcast"), unique("cg_bc_")
-    await create_topic(server, topic, queues=3)
+    topic, group = unique_name("OrderBroadcast"), unique_name("cg_bc_")
+    await create_topic(server.namesrv, topic, queues=3)
     keys = [f"k{i}" for i in range(9)]
-    async with AsyncProducer(unique("pg"), server.namesrv) as producer:
+    async with AsyncProducer(unique_name("pg"), server.namesrv) as producer:
         keyed = KeyedProducer(producer, topic, keys)
         for _ in range(20):
             await keyed.round()

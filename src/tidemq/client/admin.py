@@ -41,9 +41,9 @@ import json
 import logging
 import random
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
+from tidemq.client._base import AsyncClient
 from tidemq.client._send import (
     DEFAULT_TOPIC_QUEUE_NUMS,
     SendCodec,
@@ -142,7 +142,7 @@ UNIQUE_KEY_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 MAX_QUERY_END = 2**63 - 1
 
 
-class AdminClient:
+class AdminClient(AsyncClient):
     """Async admin client; use as `async with AdminClient("127.0.0.1:9876") as admin:`."""
 
     def __init__(
@@ -164,15 +164,10 @@ class AdminClient:
     def namesrv(self) -> list[str]:
         return list(self._namesrv)
 
-    async def __aenter__(self) -> AdminClient:
-        return self
+    async def start(self) -> None:
+        """Nothing to do: connections open on first use."""
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def shutdown(self) -> None:
         await self.close()
 
     async def close(self) -> None:

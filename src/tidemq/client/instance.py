@@ -367,9 +367,21 @@ class ClientInstance:
         )
 
     def _store_route(self, topic: str, route: TopicRoute) -> bool:
-        """Cache `route`; True (and members told) when it differs from the cached one."""
+        """Cache `route`; True (and members told) when it differs from the cached one.
+
+        A broker address not seen before gets a heartbeat at once (then the
+        consumers rebalance), so a topic created after a consumer started is
+        consumed without waiting for the next heartbeat and rebalance ticks.
+        """
+        known = set(self.broker_addresses(masters_only=False))
         for broker in route.broker_datas:
             self._broker_addrs[broker.broker_name] = dict(broker.addrs)
+        if (
+            self._started
+            and not self._closed
+            and (set(self.broker_addresses(masters_only=False)) - known)
+        ):
+            self.spawn(self._greet_new_brokers())
         if self._routes.get(topic) == route:
             return False
         self._routes[topic] = route
@@ -383,6 +395,11 @@ class ClientInstance:
             except Exception:
                 log.exception("%s: route listener of %s failed", self.client_id, member.group)
         return True
+
+    async def _greet_new_brokers(self) -> None:
+        await self.send_heartbeat()
+        for consumer in list(self._consumers.values()):
+            consumer.rebalance_soon()
 
     def topics_in_use(self) -> set[str]:
         topics: set[str] = set()

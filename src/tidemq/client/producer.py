@@ -25,18 +25,17 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
-import re
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
+from tidemq.client._base import GroupClient, check_group, make_client_config
 from tidemq.client._core.queue_selection import (
     LatencyFaultTolerance,
     QueueSelector,
     select_by_sharding_key,
 )
-from tidemq.client._loop import LoopThread
+from tidemq.client._loop import BlockingClient
 from tidemq.client._send import (
     DEFAULT_COMPRESS_OVER_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -75,8 +74,6 @@ MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQ
 SendCallback = Callable[[SendResult | BaseException], None]
 """Called once with the SendResult, or the exception the send ended with."""
 
-_VALID_GROUP = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
-
 
 @dataclass(slots=True)
 class _PublishInfo:
@@ -91,7 +88,7 @@ class _PublishInfo:
     """True while the topic is unknown to the name server (TBW102 route)."""
 
 
-class AsyncProducer:
+class AsyncProducer(GroupClient):
     """Sends messages; `await start()` first (or `async with`), `await shutdown()` at the end.
 
     `client_instance`, when given, is a started ClientInstance shared with its
@@ -99,6 +96,8 @@ class AsyncProducer:
     neither starts nor closes it. Otherwise the producer owns a ClientInstance
     made from `client_config` (or from `namesrv` and `instance_name`).
     """
+
+    _kind = "producer"
 
     def __init__(
         self,
@@ -118,10 +117,7 @@ class AsyncProducer:
         client_config: ClientConfig | None = None,
         client_instance: ClientInstance | None = None,
     ) -> None:
-        if not isinstance(group, str) or _VALID_GROUP.fullmatch(group) is None:
-            raise ValueError(
-                f"producer group {group!r} is invalid: 1 to 255 characters of [%|a-zA-Z0-9_-]"
-            )
+        check_group(group, "producer")
         if send_timeout_s <= 0:
             raise ValueError("send_timeout_s must be positive")
         if retry_times_when_send_failed < 0 or retry_times_when_send_async_failed < 0:
@@ -132,13 +128,11 @@ class AsyncProducer:
             self._instance = client_instance
             self._owns_instance = False
         else:
-            config = client_config
-            if config is None:
-                config = ClientConfig(namesrv=namesrv)
-                if instance_name is not None:
-                    config.instance_name = instance_name
-            self._instance = ClientInstance(config)
+            self._instance = ClientInstance(
+                make_client_config(namesrv, instance_name, client_config)
+            )
             self._owns_instance = True
+        self._config = self._instance.config
         self._group = group
         self._clock = self._instance.clock
         self.send_timeout_s = send_timeout_s
@@ -164,14 +158,6 @@ class AsyncProducer:
         self._state = "created"
 
     # -- life cycle ---------------------------------------------------------------------
-
-    @property
-    def group(self) -> str:
-        return self._group
-
-    @property
-    def client_id(self) -> str:
-        return self._instance.client_id
 
     @property
     def client_instance(self) -> ClientInstance:
@@ -209,23 +195,6 @@ class AsyncProducer:
             self._state = "closed"
             if self._owns_instance:
                 await self._instance.close()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.shutdown()
-
-    def _check_running(self) -> None:
-        if self._state != "running":
-            why = "not started (await start() first)" if self._state == "created" else "shut down"
-            raise ClientError(f"producer {self._group} is {why}", ResponseCode.SYSTEM_ERROR)
 
     # -- ProducerMember -----------------------------------------------------------------
 
@@ -571,14 +540,18 @@ class AsyncProducer:
             self._instance.spawn(self._instance.send_heartbeat())
 
 
-def _deliver(callback: SendCallback, task: asyncio.Future[SendResult]) -> None:
+def _deliver(
+    callback: SendCallback,
+    future: asyncio.Future[SendResult] | concurrent.futures.Future[SendResult],
+) -> None:
+    """Hand a finished send's result (or exception) to the user's callback."""
     outcome: SendResult | BaseException
-    if task.cancelled():
+    if future.cancelled():
         outcome = ClientError(
             "the send was cancelled (producer shut down)", ResponseCode.SYSTEM_ERROR
         )
     else:
-        outcome = task.exception() or task.result()
+        outcome = future.exception() or future.result()
     try:
         callback(outcome)
     except Exception:
@@ -592,7 +565,7 @@ def _ip_bytes(address: str) -> bytes | None:
         return None
 
 
-class Producer:
+class Producer(BlockingClient[AsyncProducer]):
     """The blocking producer: the AsyncProducer core on its own loop thread.
 
     Same arguments as AsyncProducer; `start()` (or `with Producer(...) as p`)
@@ -618,76 +591,23 @@ class Producer:
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
     ) -> None:
-        options: dict[str, Any] = {
-            "send_timeout_s": send_timeout_s,
-            "retry_times_when_send_failed": retry_times_when_send_failed,
-            "retry_times_when_send_async_failed": retry_times_when_send_async_failed,
-            "retry_another_broker_when_not_store_ok": retry_another_broker_when_not_store_ok,
-            "compress_over_bytes": compress_over_bytes,
-            "max_message_size": max_message_size,
-            "send_latency_fault_enable": send_latency_fault_enable,
-            "create_topic_key": create_topic_key,
-            "default_topic_queue_nums": default_topic_queue_nums,
-            "instance_name": instance_name,
-            "client_config": client_config,
-        }
-        self._loop = LoopThread(name=f"tidemq-producer-{group}")
-        self._stopped = False
-        try:
-            self._core = self._loop.run(_build(group, namesrv, options))
-        except BaseException:
-            self._loop.stop()
-            raise
-
-    @property
-    def core(self) -> AsyncProducer:
-        """The asyncio producer this one drives (use it only on its loop)."""
-        return self._core
-
-    @property
-    def group(self) -> str:
-        return self._core.group
-
-    @property
-    def client_id(self) -> str:
-        return self._core.client_id
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._loop.run(self._live(coro))
-
-    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return self._loop.submit(self._live(coro))
-
-    def _live(self, coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
-        if self._stopped:
-            coro.close()
-            raise ClientError(f"producer {self.group} is shut down", ResponseCode.SYSTEM_ERROR)
-        return coro
-
-    def start(self) -> None:
-        self._run(self._core.start())
-
-    def shutdown(self) -> None:
-        """Shut the core down and stop the loop thread (idempotent)."""
-        if self._stopped:
-            return
-        try:
-            self._loop.run(self._core.shutdown())
-        finally:
-            self._stopped = True
-            self._loop.stop()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.shutdown()
+        build = functools.partial(
+            AsyncProducer,
+            group,
+            namesrv,
+            send_timeout_s=send_timeout_s,
+            retry_times_when_send_failed=retry_times_when_send_failed,
+            retry_times_when_send_async_failed=retry_times_when_send_async_failed,
+            retry_another_broker_when_not_store_ok=retry_another_broker_when_not_store_ok,
+            compress_over_bytes=compress_over_bytes,
+            max_message_size=max_message_size,
+            send_latency_fault_enable=send_latency_fault_enable,
+            create_topic_key=create_topic_key,
+            default_topic_queue_nums=default_topic_queue_nums,
+            instance_name=instance_name,
+            client_config=client_config,
+        )
+        super().__init__(build, thread_name=f"tidemq-producer-{group}")
 
     def send(
         self,
@@ -725,7 +645,7 @@ class Producer:
             self._core.send_async_coro(message, queue, selector, arg, sharding_key, timeout_s)
         )
         if callback is not None:
-            future.add_done_callback(functools.partial(_deliver_concurrent, callback))
+            future.add_done_callback(functools.partial(_deliver, callback))
         return future
 
     def send_oneway(
@@ -754,24 +674,3 @@ class Producer:
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(self._core.publish_queues(topic))
-
-
-async def _build(
-    group: str, namesrv: str | Sequence[str], options: dict[str, Any]
-) -> AsyncProducer:
-    """AsyncProducer made on its loop (its locks and tasks belong there)."""
-    return AsyncProducer(group, namesrv, **options)
-
-
-def _deliver_concurrent(
-    callback: SendCallback, future: concurrent.futures.Future[SendResult]
-) -> None:
-    outcome: SendResult | BaseException
-    if future.cancelled():
-        outcome = ClientError("the send was cancelled", ResponseCode.SYSTEM_ERROR)
-    else:
-        outcome = future.exception() or future.result()
-    try:
-        callback(outcome)
-    except Exception:
-        log.exception("send callback %r failed", callback)

@@ -164,29 +164,25 @@ class ConsumeConcurrentlyService:
         self, batches: list[list[MessageExt]], pq: ProcessQueue, mq: MessageQueue
     ) -> list[Outcome]:
         """Runs in a pool thread: the listener over each batch, in order."""
-        context = self._context
         listener = self._listener
-        hooks = bool(context.hooks)
+        hooks = self._stamp(batches)
         outcomes: list[Outcome] = []
-        now_ms = context.clock.now_ms()
-        for batch in batches:
-            stamp_consume_start(batch, now_ms)
         for batch in batches:
             if pq.dropped:
                 break
             call_context = ConsumeConcurrentlyContext(mq)
             hook_context = self._before(batch, mq) if hooks else None
-            failure: Exception | None = None
             try:
-                result = listener(batch, call_context)
-                status = result if result.__class__ is ConsumeStatus else concurrent_status(result)
+                result: object = listener(batch, call_context)
+                failure: Exception | None = None
             except Exception as exc:
-                status = ConsumeStatus.RECONSUME_LATER
-                failure = exc
-                self._log_failure(batch, mq, exc)
-            if hook_context is not None:
-                self._after(hook_context, status, failure)
-            outcomes.append((batch, status, call_context))
+                result, failure = None, exc
+            if result.__class__ is ConsumeStatus and hook_context is None:
+                outcomes.append((batch, result, call_context))
+            else:
+                outcomes.append(
+                    self._outcome(batch, mq, call_context, hook_context, result, failure)
+                )
         return outcomes
 
     async def _consume_async(
@@ -194,33 +190,60 @@ class ConsumeConcurrentlyService:
     ) -> list[Outcome]:
         """On the loop: the listener over each batch, in order, holding one of the
         ``consume_thread_count`` slots for the whole job."""
-        context = self._context
         listener = self._listener
-        hooks = bool(context.hooks)
+        hooks = self._stamp(batches)
         outcomes: list[Outcome] = []
-        now_ms = context.clock.now_ms()
-        for batch in batches:
-            stamp_consume_start(batch, now_ms)
-        async with context.async_slots:
+        async with self._context.async_slots:
             for batch in batches:
                 if pq.dropped:
                     break
                 call_context = ConsumeConcurrentlyContext(mq)
                 hook_context = self._before(batch, mq) if hooks else None
-                failure: Exception | None = None
                 try:
-                    result = await listener(batch, call_context)  # type: ignore[misc]
-                    status = (
-                        result if result.__class__ is ConsumeStatus else concurrent_status(result)
-                    )
+                    result: object = await listener(batch, call_context)  # type: ignore[misc]
+                    failure: Exception | None = None
                 except Exception as exc:
-                    status = ConsumeStatus.RECONSUME_LATER
-                    failure = exc
-                    self._log_failure(batch, mq, exc)
-                if hook_context is not None:
-                    self._after(hook_context, status, failure)
-                outcomes.append((batch, status, call_context))
+                    result, failure = None, exc
+                if result.__class__ is ConsumeStatus and hook_context is None:
+                    outcomes.append((batch, result, call_context))
+                else:
+                    outcomes.append(
+                        self._outcome(batch, mq, call_context, hook_context, result, failure)
+                    )
         return outcomes
+
+    def _stamp(self, batches: list[list[MessageExt]]) -> bool:
+        """Mark a job's messages as being consumed from now (for the consume
+        timeout); whether before/after hooks run."""
+        now_ms = self._context.clock.now_ms()
+        for batch in batches:
+            stamp_consume_start(batch, now_ms)
+        return bool(self._context.hooks)
+
+    def _outcome(
+        self,
+        batch: list[MessageExt],
+        mq: MessageQueue,
+        call_context: ConsumeConcurrentlyContext,
+        hook_context: ConsumeHookContext | None,
+        result: object,
+        failure: Exception | None,
+    ) -> Outcome:
+        """One listener call's outcome when it is not a plain ConsumeStatus
+        without hooks (that common case stays inline in the callers): an
+        exception counts as RECONSUME_LATER, anything else goes through
+        concurrent_status; the after-hooks run here. Shared by the thread and
+        the asyncio paths."""
+        if failure is not None:
+            status = ConsumeStatus.RECONSUME_LATER
+            self._log_failure(batch, mq, failure)
+        elif result.__class__ is ConsumeStatus:
+            status = result
+        else:
+            status = concurrent_status(result)
+        if hook_context is not None:
+            self._after(hook_context, status, failure)
+        return (batch, status, call_context)
 
     def _before(self, batch: Sequence[MessageExt], mq: MessageQueue) -> ConsumeHookContext:
         hook_context = ConsumeHookContext(

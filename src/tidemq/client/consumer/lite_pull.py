@@ -30,14 +30,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
+from tidemq.client._base import GroupClient, check_group, make_client_config
 from tidemq.client._core.allocation import AllocateStrategy, Averagely
 from tidemq.client._core.process_queue import (
     DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN,
@@ -50,7 +50,7 @@ from tidemq.client._core.rebalance import (
     default_consume_timestamp,
     parse_consume_timestamp,
 )
-from tidemq.client._loop import LoopThread
+from tidemq.client._loop import BlockingClient
 from tidemq.client.consumer import queue_offsets
 from tidemq.client.consumer.listener import MessageModel
 from tidemq.client.consumer.offset_store import (
@@ -74,9 +74,6 @@ __all__ = ["AsyncLitePullConsumer", "CommitCallback", "LitePullConsumer"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
-"""Java's placeholder group name, refused as a real group."""
-_VALID_GROUP = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
 
 DEFAULT_PULL_BATCH_SIZE = 10
 DEFAULT_PULL_THRESHOLD_FOR_ALL = 10_000
@@ -124,12 +121,14 @@ class _QueueState:
     task: asyncio.Task[None] | None = None
 
 
-class AsyncLitePullConsumer:
+class AsyncLitePullConsumer(GroupClient):
     """Pull-style consumer; ``subscribe`` or ``assign``, ``await start()``, then ``poll``.
 
     Use as ``async with AsyncLitePullConsumer("group", namesrv) as consumer``
     (after subscribe/assign) or call ``start()`` / ``shutdown()``.
     """
+
+    _kind = "consumer"
 
     def __init__(
         self,
@@ -154,12 +153,7 @@ class AsyncLitePullConsumer:
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
     ) -> None:
-        if not isinstance(group, str) or _VALID_GROUP.fullmatch(group) is None:
-            raise ValueError(
-                f"consumer group {group!r} is invalid: 1 to 255 characters of [%|a-zA-Z0-9_-]"
-            )
-        if group == DEFAULT_CONSUMER_GROUP:
-            raise ValueError(f"{DEFAULT_CONSUMER_GROUP} is a placeholder: name your group")
+        check_group(group, "consumer")
         _check_range("auto_commit_interval_s", auto_commit_interval_s, 0.0, None, open_low=True)
         _check_range("pull_batch_size", pull_batch_size, 1, 1024)
         _check_range("pull_threshold_for_queue", pull_threshold_for_queue, 1, 65535)
@@ -173,11 +167,7 @@ class AsyncLitePullConsumer:
         _check_range("persist_interval_s", persist_interval_s, 0.0, None, open_low=True)
         if consume_timestamp is not None:
             parse_consume_timestamp(consume_timestamp)  # ValueError when malformed
-        config = client_config
-        if config is None:
-            config = ClientConfig(namesrv=namesrv)
-            if instance_name is not None:
-                config.instance_name = instance_name
+        config = self._config = make_client_config(namesrv, instance_name, client_config)
         self._group = group
         self._instance = ClientInstance(config)
         self._clock = self._instance.clock
@@ -229,14 +219,6 @@ class AsyncLitePullConsumer:
         self._state = "created"
 
     # -- properties --------------------------------------------------------------------
-
-    @property
-    def group(self) -> str:
-        return self._group
-
-    @property
-    def client_id(self) -> str:
-        return self._instance.client_id
 
     @property
     def client_instance(self) -> ClientInstance:
@@ -370,31 +352,6 @@ class AsyncLitePullConsumer:
             await self._instance.unregister(consumer_group=self._group)
         await self._instance.close()
         self._buffer.put_nowait(None)  # wakes any poll
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.shutdown()
-
-    def _check_open(self) -> None:
-        if self._state in ("stopping", "closed"):
-            raise ClientError("this consumer has been shut down", ResponseCode.SYSTEM_ERROR)
-
-    def _check_running(self) -> None:
-        if self._state != "running":
-            raise ClientError(
-                "the consumer is not running: call start() first"
-                if self._state == "created"
-                else "this consumer has been shut down",
-                ResponseCode.SYSTEM_ERROR,
-            )
 
     # -- polling ---------------------------------------------------------------------
 
@@ -844,13 +801,7 @@ def _describe(mq: MessageQueue) -> str:
 # -- blocking API -------------------------------------------------------------------------
 
 
-async def _build(
-    group: str, namesrv: str | Sequence[str], options: dict[str, Any]
-) -> AsyncLitePullConsumer:
-    return AsyncLitePullConsumer(group, namesrv, **options)
-
-
-class LitePullConsumer:
+class LitePullConsumer(BlockingClient[AsyncLitePullConsumer]):
     """The blocking lite pull consumer: the AsyncLitePullConsumer core on a loop thread.
 
     Same arguments and methods as the async consumer, without ``await``;
@@ -881,118 +832,71 @@ class LitePullConsumer:
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
     ) -> None:
-        options: dict[str, Any] = {
-            "message_model": message_model,
-            "consume_from_where": consume_from_where,
-            "consume_timestamp": consume_timestamp,
-            "allocate_strategy": allocate_strategy,
-            "auto_commit": auto_commit,
-            "auto_commit_interval_s": auto_commit_interval_s,
-            "pull_batch_size": pull_batch_size,
-            "pull_threshold_for_queue": pull_threshold_for_queue,
-            "pull_threshold_size_for_queue_mib": pull_threshold_size_for_queue_mib,
-            "pull_threshold_for_all": pull_threshold_for_all,
-            "consume_max_span": consume_max_span,
-            "poll_timeout_s": poll_timeout_s,
-            "rebalance_interval_s": rebalance_interval_s,
-            "persist_interval_s": persist_interval_s,
-            "offset_store_dir": offset_store_dir,
-            "instance_name": instance_name,
-            "client_config": client_config,
-        }
-        self._loop = LoopThread(name=f"tidemq-lite-pull-{group}")
-        try:
-            self._core = self._loop.run(_build(group, namesrv, options))
-        except BaseException:
-            self._loop.stop()
-            raise
-
-    @property
-    def core(self) -> AsyncLitePullConsumer:
-        """The asyncio consumer this one drives (use it only on its loop)."""
-        return self._core
-
-    @property
-    def group(self) -> str:
-        return self._core.group
-
-    @property
-    def client_id(self) -> str:
-        return self._core.client_id
-
-    def _call(self, function: Callable[[], Any]) -> Any:
-        async def run() -> Any:
-            return function()
-
-        return self._loop.run(run())
+        build = functools.partial(
+            AsyncLitePullConsumer,
+            group,
+            namesrv,
+            message_model=message_model,
+            consume_from_where=consume_from_where,
+            consume_timestamp=consume_timestamp,
+            allocate_strategy=allocate_strategy,
+            auto_commit=auto_commit,
+            auto_commit_interval_s=auto_commit_interval_s,
+            pull_batch_size=pull_batch_size,
+            pull_threshold_for_queue=pull_threshold_for_queue,
+            pull_threshold_size_for_queue_mib=pull_threshold_size_for_queue_mib,
+            pull_threshold_for_all=pull_threshold_for_all,
+            consume_max_span=consume_max_span,
+            poll_timeout_s=poll_timeout_s,
+            rebalance_interval_s=rebalance_interval_s,
+            persist_interval_s=persist_interval_s,
+            offset_store_dir=offset_store_dir,
+            instance_name=instance_name,
+            client_config=client_config,
+        )
+        super().__init__(build, thread_name=f"tidemq-lite-pull-{group}")
 
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
-        self._call(lambda: self._core.subscribe(topic, expression, expression_type))
+        self._call(self._core.subscribe, topic, expression, expression_type)
 
     def unsubscribe(self, topic: str) -> None:
-        self._call(lambda: self._core.unsubscribe(topic))
+        self._call(self._core.unsubscribe, topic)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
-        chosen = list(queues)
-        self._call(lambda: self._core.assign(chosen))
+        self._call(self._core.assign, list(queues))
 
     def assignment(self) -> set[MessageQueue]:
-        result: set[MessageQueue] = self._call(self._core.assignment)
-        return result
+        return self._call(self._core.assignment)
 
     def buffered(self, mq: MessageQueue | None = None) -> int:
-        result: int = self._call(lambda: self._core.buffered(mq))
-        return result
+        return self._call(self._core.buffered, mq)
 
     def pause(self, queues: Iterable[MessageQueue]) -> None:
-        chosen = list(queues)
-        self._call(lambda: self._core.pause(chosen))
+        self._call(self._core.pause, list(queues))
 
     def resume(self, queues: Iterable[MessageQueue]) -> None:
-        chosen = list(queues)
-        self._call(lambda: self._core.resume(chosen))
-
-    def start(self) -> None:
-        self._loop.run(self._core.start())
-
-    def shutdown(self) -> None:
-        """Shut the core down and stop the loop thread (idempotent)."""
-        with contextlib.suppress(RuntimeError):
-            self._loop.run(self._core.shutdown())
-        self._loop.stop()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.shutdown()
+        self._call(self._core.resume, list(queues))
 
     def poll(self, timeout_s: float | None = None) -> list[MessageExt]:
-        return self._loop.run(self._core.poll(timeout_s))
+        return self._run(self._core.poll(timeout_s))
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
-        self._loop.run(self._core.seek(mq, offset))
+        self._run(self._core.seek(mq, offset))
 
     def seek_to_begin(self, mq: MessageQueue) -> None:
-        self._loop.run(self._core.seek_to_begin(mq))
+        self._run(self._core.seek_to_begin(mq))
 
     def seek_to_end(self, mq: MessageQueue) -> None:
-        self._loop.run(self._core.seek_to_end(mq))
+        self._run(self._core.seek_to_end(mq))
 
     def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return self._loop.run(self._core.offset_for_timestamp(mq, timestamp_ms))
+        return self._run(self._core.offset_for_timestamp(mq, timestamp_ms))
 
     def committed(self, mq: MessageQueue) -> int:
-        return self._loop.run(self._core.committed(mq))
+        return self._run(self._core.committed(mq))
 
     def commit_sync(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
-        self._loop.run(self._core.commit_sync(offsets))
+        self._run(self._core.commit_sync(offsets))
 
     def commit_async(
         self,
@@ -1005,7 +909,7 @@ class LitePullConsumer:
         async def commit() -> None:
             await self._core.commit_async(chosen, callback)
 
-        return self._loop.submit(commit())
+        return self._submit(commit())
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
-        return self._loop.run(self._core.fetch_message_queues(topic))
+        return self._run(self._core.fetch_message_queues(topic))

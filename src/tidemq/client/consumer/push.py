@@ -34,17 +34,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
+from tidemq.client._base import GroupClient, check_group, make_client_config
 from tidemq.client._core import rebalance as rebalance_plan
 from tidemq.client._core.allocation import AllocateStrategy, Averagely
 from tidemq.client._core.process_queue import ProcessQueue
 from tidemq.client._core.rebalance import ConsumeFromWhere
-from tidemq.client._loop import LoopThread
+from tidemq.client._loop import BlockingClient
 from tidemq.client.consumer.consume_concurrently import ConsumeConcurrentlyService
 from tidemq.client.consumer.context import ConsumerContext, ConsumerSettings, ConsumeService
 from tidemq.client.consumer.listener import (
@@ -86,7 +87,7 @@ QueueListener = Callable[[str, Sequence[MessageQueue], Sequence[MessageQueue]], 
 Listener = ConcurrentListener | OrderlyListener
 
 
-class AsyncPushConsumer:
+class AsyncPushConsumer(GroupClient):
     """A push consumer on the running asyncio loop (see the module docstring).
 
     ``listener`` (or :meth:`register_listener`) is a concurrent listener
@@ -100,6 +101,8 @@ class AsyncPushConsumer:
     and resume from it after a restart; two broadcasting consumers of one
     group in one process need distinct ``instance_name`` values.
     """
+
+    _kind = "consumer"
 
     def __init__(
         self,
@@ -130,11 +133,7 @@ class AsyncPushConsumer:
         rebalance_interval_s: float = 20.0,
         persist_interval_s: float = 5.0,
     ) -> None:
-        if not isinstance(group, str) or not group.strip():
-            raise ValueError("a push consumer needs a consumer group name")
-        if group != group.strip() or len(group) > 255:
-            raise ValueError(f"bad consumer group name {group!r}")
-        self._group = group
+        self._group = check_group(group, "consumer")
         self.settings = ConsumerSettings(
             message_model=message_model,
             consume_from_where=consume_from_where,
@@ -156,10 +155,7 @@ class AsyncPushConsumer:
         self.settings.validate()
         if consume_timestamp is not None:
             rebalance_plan.parse_consume_timestamp(consume_timestamp)  # ValueError if malformed
-        config = client_config or ClientConfig(namesrv=namesrv)
-        if instance_name is not None:
-            config.instance_name = instance_name
-        self._config = config
+        config = self._config = make_client_config(namesrv, instance_name, client_config)
         self._offsets_owner = local_store_owner(
             config.client_ip,
             instance_name or (client_config.instance_name if client_config else None),
@@ -183,22 +179,13 @@ class AsyncPushConsumer:
 
     # -- configuration -------------------------------------------------------------
 
-    @property
-    def group(self) -> str:
-        return self._group
-
-    @property
-    def client_id(self) -> str:
-        return self._config.client_id
-
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
         """Subscribe ``topic`` with a TAG expression ("*", "TagA || TagB") or SQL92.
 
         Before start, or while running (the brokers learn it at the next
         heartbeat and the queues are taken at the next rebalance).
         """
-        if self._state == "stopped":
-            raise ClientError("this consumer has been shut down", ResponseCode.SYSTEM_ERROR)
+        self._check_open()
         spec = SubscriptionSpec.parse(
             topic, expression, expression_type, sub_version=self._config.clock.now_ms()
         )
@@ -230,8 +217,8 @@ class AsyncPushConsumer:
     async def start(self) -> None:
         """Connect, announce the group, take this client's queues and start consuming.
 
-        ClientError / ValueError for a missing listener or subscription, an
-        unknown topic, or no reachable name server.
+        ClientError / ValueError for a missing listener or subscription or no
+        reachable name server; a topic that does not exist yet only warns.
         """
         if self._state != "created":
             raise ClientError(
@@ -257,7 +244,7 @@ class AsyncPushConsumer:
         try:
             await instance.start()
             for topic in user_topics:
-                await instance.route(topic)
+                await self._first_route(instance, topic)
             await self._build(instance, timestamp)
             instance.register_consumer(self)
             await instance.send_heartbeat()
@@ -275,6 +262,21 @@ class AsyncPushConsumer:
         self._tasks.spawn(self._persist_forever())
         self._state = "running"
         log.info("%s: push consumer %s started", self._group, instance.client_id)
+
+    async def _first_route(self, instance: ClientInstance, topic: str) -> None:
+        """Fetch `topic`'s route; a topic that does not exist yet only warns (as
+        Java does): the route refresh picks it up once it is created, and the
+        consumer then heartbeats its brokers and rebalances at once."""
+        try:
+            await instance.route(topic)
+        except ClientError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            log.warning(
+                "%s: topic %s does not exist yet; consuming starts once it is created",
+                self._group,
+                topic,
+            )
 
     async def _build(self, instance: ClientInstance, timestamp: str) -> None:
         settings = self.settings
@@ -392,18 +394,6 @@ class AsyncPushConsumer:
         await instance.close()
         if self._context is not None:
             self._context.close_executor(wait=False)
-
-    async def __aenter__(self) -> AsyncPushConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.shutdown()
 
     # -- background -------------------------------------------------------------------
 
@@ -569,7 +559,7 @@ class AsyncPushConsumer:
         return self._instance
 
 
-class PushConsumer:
+class PushConsumer(BlockingClient[AsyncPushConsumer]):
     """The blocking push consumer: same arguments as :class:`AsyncPushConsumer`;
     the core runs on a private event-loop thread (plain-function listeners run
     in the consumer's thread pool, ``async def`` ones on that loop)."""
@@ -603,87 +593,48 @@ class PushConsumer:
         rebalance_interval_s: float = 20.0,
         persist_interval_s: float = 5.0,
     ) -> None:
-        options: dict[str, Any] = {
-            "listener": listener,
-            "message_model": message_model,
-            "consume_from_where": consume_from_where,
-            "consume_timestamp": consume_timestamp,
-            "allocate_strategy": allocate_strategy,
-            "consume_thread_count": consume_thread_count,
-            "consume_message_batch_max_size": consume_message_batch_max_size,
-            "pull_batch_size": pull_batch_size,
-            "pull_interval_s": pull_interval_s,
-            "pull_threshold_for_queue": pull_threshold_for_queue,
-            "pull_threshold_size_for_queue_mib": pull_threshold_size_for_queue_mib,
-            "consume_concurrently_max_span": consume_concurrently_max_span,
-            "max_reconsume_times": max_reconsume_times,
-            "consume_timeout_min": consume_timeout_min,
-            "suspend_current_queue_time_ms": suspend_current_queue_time_ms,
-            "orderly": orderly,
-            "offset_store_dir": offset_store_dir,
-            "instance_name": instance_name,
-            "client_config": client_config,
-            "hooks": tuple(hooks),
-            "queue_listener": queue_listener,
-            "rebalance_interval_s": rebalance_interval_s,
-            "persist_interval_s": persist_interval_s,
-        }
-        self._loop = LoopThread(name=f"tidemq-push-{group}")
-        try:
-            self._core: AsyncPushConsumer = self._loop.run(_construct(group, namesrv, options))
-        except BaseException:
-            self._loop.stop()
-            raise
-
-    @property
-    def core(self) -> AsyncPushConsumer:
-        """The asyncio consumer underneath (lives on the loop thread)."""
-        return self._core
-
-    @property
-    def group(self) -> str:
-        return self._core.group
+        build = functools.partial(
+            AsyncPushConsumer,
+            group,
+            namesrv,
+            listener=listener,
+            message_model=message_model,
+            consume_from_where=consume_from_where,
+            consume_timestamp=consume_timestamp,
+            allocate_strategy=allocate_strategy,
+            consume_thread_count=consume_thread_count,
+            consume_message_batch_max_size=consume_message_batch_max_size,
+            pull_batch_size=pull_batch_size,
+            pull_interval_s=pull_interval_s,
+            pull_threshold_for_queue=pull_threshold_for_queue,
+            pull_threshold_size_for_queue_mib=pull_threshold_size_for_queue_mib,
+            consume_concurrently_max_span=consume_concurrently_max_span,
+            max_reconsume_times=max_reconsume_times,
+            consume_timeout_min=consume_timeout_min,
+            suspend_current_queue_time_ms=suspend_current_queue_time_ms,
+            orderly=orderly,
+            offset_store_dir=offset_store_dir,
+            instance_name=instance_name,
+            client_config=client_config,
+            hooks=tuple(hooks),
+            queue_listener=queue_listener,
+            rebalance_interval_s=rebalance_interval_s,
+            persist_interval_s=persist_interval_s,
+        )
+        super().__init__(build, thread_name=f"tidemq-push-{group}")
 
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
-        self._loop.run(_call(self._core.subscribe, topic, expression, expression_type))
+        self._call(self._core.subscribe, topic, expression, expression_type)
 
     def unsubscribe(self, topic: str) -> None:
-        self._loop.run(_call(self._core.unsubscribe, topic))
+        self._call(self._core.unsubscribe, topic)
 
     def register_listener(self, listener: Listener) -> None:
         self._core.register_listener(listener)
 
-    def start(self) -> None:
-        self._loop.run(self._core.start())
-
     def shutdown(self, await_termination_s: float = DEFAULT_AWAIT_TERMINATION_S) -> None:
-        try:
-            self._loop.run(self._core.shutdown(await_termination_s))
-        finally:
-            self._loop.stop()
+        """Shut the core down (see AsyncPushConsumer.shutdown) and stop the loop thread."""
+        self._stop(self._core.shutdown(await_termination_s))
 
     def assigned_queues(self) -> list[MessageQueue]:
-        return self._loop.run(_call(self._core.assigned_queues))
-
-    def __enter__(self) -> PushConsumer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.shutdown()
-
-
-async def _construct(
-    group: str, namesrv: str | Sequence[str], kwargs: dict[str, Any]
-) -> AsyncPushConsumer:
-    """Build the core on the loop thread (its asyncio objects belong there)."""
-    return AsyncPushConsumer(group, namesrv, **kwargs)
-
-
-async def _call(function: Callable[..., Any], *args: Any) -> Any:
-    return function(*args)
+        return self._call(self._core.assigned_queues)

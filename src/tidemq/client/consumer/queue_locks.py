@@ -34,7 +34,7 @@ from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientInstance
 from tidemq.common.clock import Clock
 from tidemq.common.message import MessageQueue
-from tidemq.protocol import RequestCode, ResponseCode
+from tidemq.protocol import RemotingCommand, RequestCode, ResponseCode
 
 __all__ = [
     "LOCK_RENEW_INTERVAL_S",
@@ -226,16 +226,8 @@ class QueueLockService:
     async def _lock_batch(
         self, broker_name: str, mqs: Collection[MessageQueue]
     ) -> set[MessageQueue]:
-        address = await self._instance.require_master(broker_name, _any_topic(mqs))
-        body = encode_lock_body(self._group, self._instance.client_id, mqs)
-        response = await self._instance.invoke(
-            address, RequestCode.LOCK_BATCH_MQ, None, body, timeout=self._timeout_s
-        )
-        if response.code != ResponseCode.SUCCESS:
-            raise ClientError(
-                response.remark or f"lock refused by {broker_name} (code {response.code})",
-                response.code,
-            )
+        response = await self._request(RequestCode.LOCK_BATCH_MQ, broker_name, mqs)
+        assert response is not None
         try:
             return decode_locked_queues(response.body)
         except ValueError as exc:
@@ -246,19 +238,26 @@ class QueueLockService:
     async def _unlock_batch(
         self, broker_name: str, mqs: Collection[MessageQueue], *, oneway: bool
     ) -> None:
+        await self._request(RequestCode.UNLOCK_BATCH_MQ, broker_name, mqs, oneway=oneway)
+
+    async def _request(
+        self, code: int, broker_name: str, mqs: Collection[MessageQueue], *, oneway: bool = False
+    ) -> RemotingCommand | None:
+        """LOCK_BATCH_MQ / UNLOCK_BATCH_MQ of `mqs` to `broker_name`'s master: its
+        answer (None when `oneway`); ClientError when the broker refuses."""
         address = await self._instance.require_master(broker_name, _any_topic(mqs))
         body = encode_lock_body(self._group, self._instance.client_id, mqs)
         if oneway:
-            await self._instance.invoke_oneway(address, RequestCode.UNLOCK_BATCH_MQ, None, body)
-            return
-        response = await self._instance.invoke(
-            address, RequestCode.UNLOCK_BATCH_MQ, None, body, timeout=self._timeout_s
-        )
+            await self._instance.invoke_oneway(address, code, None, body)
+            return None
+        response = await self._instance.invoke(address, code, None, body, timeout=self._timeout_s)
         if response.code != ResponseCode.SUCCESS:
+            what = "lock" if code == RequestCode.LOCK_BATCH_MQ else "unlock"
             raise ClientError(
-                response.remark or f"unlock refused by {broker_name} (code {response.code})",
+                response.remark or f"{what} refused by {broker_name} (code {response.code})",
                 response.code,
             )
+        return response
 
     def _mark(self, mqs: Iterable[MessageQueue], *, granted: bool) -> None:
         for mq in mqs:

@@ -7,6 +7,8 @@ ClientError with the broker's code when the answer is not SUCCESS.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from tidemq.client._wire import check
 from tidemq.client.instance import ClientInstance
 from tidemq.common.message import MessageQueue
@@ -27,31 +29,37 @@ __all__ = ["max_offset", "min_offset", "search_offset"]
 
 async def max_offset(instance: ClientInstance, mq: MessageQueue) -> int:
     """The offset the next message of ``mq`` will get (committed max)."""
-    address = await instance.require_master(mq.broker_name, mq.topic)
     header = GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
-    response = check(
-        await instance.invoke(address, RequestCode.GET_MAX_OFFSET, encode_header(header))
-    )
-    return decode_header(GetMaxOffsetResponseHeader, response.ext_fields or {}).offset
+    return await _ask(instance, mq, RequestCode.GET_MAX_OFFSET, header, GetMaxOffsetResponseHeader)
 
 
 async def min_offset(instance: ClientInstance, mq: MessageQueue) -> int:
     """The smallest offset of ``mq`` still stored."""
-    address = await instance.require_master(mq.broker_name, mq.topic)
     header = GetMinOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
-    response = check(
-        await instance.invoke(address, RequestCode.GET_MIN_OFFSET, encode_header(header))
-    )
-    return decode_header(GetMinOffsetResponseHeader, response.ext_fields or {}).offset
+    return await _ask(instance, mq, RequestCode.GET_MIN_OFFSET, header, GetMinOffsetResponseHeader)
 
 
 async def search_offset(instance: ClientInstance, mq: MessageQueue, timestamp_ms: int) -> int:
     """The first offset of ``mq`` stored at or after ``timestamp_ms``."""
-    address = await instance.require_master(mq.broker_name, mq.topic)
     header = SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp_ms)
-    response = check(
-        await instance.invoke(
-            address, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, encode_header(header)
-        )
+    return await _ask(
+        instance, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header, SearchOffsetResponseHeader
     )
-    return decode_header(SearchOffsetResponseHeader, response.ext_fields or {}).offset
+
+
+_Answer = TypeVar(
+    "_Answer", GetMaxOffsetResponseHeader, GetMinOffsetResponseHeader, SearchOffsetResponseHeader
+)
+
+
+async def _ask(
+    instance: ClientInstance,
+    mq: MessageQueue,
+    code: int,
+    header: GetMaxOffsetRequestHeader | GetMinOffsetRequestHeader | SearchOffsetRequestHeader,
+    answer: type[_Answer],
+) -> int:
+    """Send one offset request to ``mq``'s master; the offset of its answer."""
+    address = await instance.require_master(mq.broker_name, mq.topic)
+    response = check(await instance.invoke(address, code, encode_header(header)))
+    return decode_header(answer, response.ext_fields or {}).offset

@@ -1,0 +1,67 @@
+"""Client test plumbing against a real server: create a topic, produce numbered
+messages with the AsyncProducer. Used by the client integration tests so each
+of them says only what it checks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tidemq.client.admin import AdminClient
+from tidemq.client.producer import AsyncProducer
+from tidemq.common.message import Message, MessageQueue
+from tidemq.testing.waiting import unique_name
+
+__all__ = ["create_topic", "numbered_messages", "produce"]
+
+
+async def create_topic(namesrv: str, topic: str, *, queues: int = 4) -> list[MessageQueue]:
+    """Create `topic` with `queues` queues (admin UPDATE_AND_CREATE_TOPIC on
+    every master); its readable queues, sorted."""
+    async with AdminClient(namesrv) as admin:
+        await admin.create_topic(topic, queues=queues)
+        route = await admin.topic_route(topic)
+    return sorted(route.read_queues())
+
+
+def numbered_messages(
+    topic: str,
+    count: int,
+    *,
+    start: int = 0,
+    body: str = "m{}",
+    tags: str | None = None,
+    keys: str | None = None,
+) -> list[Message]:
+    """Messages `start` .. `start + count - 1` of `topic`; `body` and `keys` are
+    format strings of the number ("m{}" gives m0, m1, ...)."""
+    messages: list[Message] = []
+    for number in range(start, start + count):
+        message = Message(topic, body=body.format(number).encode())
+        if tags is not None:
+            message.tags = tags
+        if keys is not None:
+            message.keys = keys.format(number)
+        messages.append(message)
+    return messages
+
+
+async def produce(
+    namesrv: str,
+    messages: Sequence[Message],
+    *,
+    queue: MessageQueue | None = None,
+    batch_size: int = 1,
+    group: str | None = None,
+) -> list[str]:
+    """Send `messages` in order with a fresh AsyncProducer (one by one, or in
+    batches of `batch_size`), to `queue` when given; every send must be
+    SEND_OK. The bodies sent, decoded."""
+    async with AsyncProducer(group or unique_name("P"), namesrv) as producer:
+        for first in range(0, len(messages), batch_size):
+            chunk = messages[first : first + batch_size]
+            if batch_size == 1:
+                result = await producer.send(chunk[0], queue=queue)
+            else:
+                result = await producer.send_batch(chunk, queue=queue)
+            assert result.status == "SEND_OK", (result.status, first)
+    return [message.body.decode() for message in messages]
