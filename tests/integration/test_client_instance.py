@@ -155,3 +155,29 @@ async def test_a_second_member_of_one_group_is_refused() -> None:
             instance.register_consumer(RecordingConsumer("G", "T"))
     finally:
         await instance.close()
+
+
+async def test_name_servers_are_tried_in_turn(server: ServerProcess) -> None:
+    dead_one, dead_two = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    async with AdminClient(server.namesrv) as admin:
+        await admin.create_topic("InstanceFailover", queues=1)
+    instance = ClientInstance(
+        ClientConfig(namesrv=[dead_one, server.namesrv], request_timeout_s=2.0)
+    )
+    try:
+        for _ in range(3):  # whichever one it starts at, the live one answers
+            route = await instance.route("InstanceFailover", refresh=True)
+            assert len(route.read_queues()) == 1
+    finally:
+        await instance.close()
+    instance = ClientInstance(ClientConfig(namesrv=[dead_one, dead_two], request_timeout_s=2.0))
+    try:
+        with pytest.raises(ClientError, match="cannot reach any name server") as caught:
+            await instance.route("InstanceFailover")
+        assert caught.value.transport_failure
+        assert dead_one in str(caught.value) and dead_two in str(caught.value)
+    finally:
+        await instance.close()
+    async with AdminClient([dead_one, dead_two]) as admin:
+        with pytest.raises(ClientError, match="cannot reach any name server"):
+            await admin.topic_route("InstanceFailover")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from tidemq.client.errors import TRANSPORT_CODES, ClientError
 from tidemq.common.message import MessageExt, MessageQueue
@@ -23,7 +23,9 @@ from tidemq.protocol.message_codec import decode_records
 from tidemq.transport.client import RemotingClient
 from tidemq.transport.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 
-__all__ = ["TRANSPORT_CODES", "AdminError", "ClientError", "call"]
+__all__ = ["TRANSPORT_CODES", "AdminError", "ClientError", "call", "first_answer"]
+
+T = TypeVar("T")
 
 
 class AdminError(ClientError):
@@ -57,6 +59,31 @@ async def call(
             f"request to the {role} at {address} failed ({first_line(str(exc)) or exc!r})",
             ResponseCode.RPC_UNKNOWN,
         ) from exc
+
+
+async def first_answer(
+    addresses: Sequence[str],
+    attempt: Callable[[str], Awaitable[T]],
+    error: type[ClientError] = ClientError,
+) -> tuple[int, T]:
+    """Try `addresses` in order until one answers: (its index, the answer).
+
+    A transport failure moves on to the next address; any other error is
+    raised at once. When none answers, the one failure (or a summary of all)
+    is raised.
+    """
+    failures: list[ClientError] = []
+    for index, address in enumerate(addresses):
+        try:
+            return index, await attempt(address)
+        except ClientError as exc:
+            if not exc.transport_failure:
+                raise
+            failures.append(exc)
+    if len(failures) == 1:
+        raise failures[0]
+    details = "; ".join(f.message for f in failures)
+    raise error(f"cannot reach any name server: {details}", failures[-1].code)
 
 
 # -- small pure helpers -----------------------------------------------------------

@@ -53,7 +53,6 @@ from tidemq.client._send import (
 )
 from tidemq.client._tail import TOOLS_CONSUMER_GROUP, Tail, TailSpec
 from tidemq.client._wire import (
-    TRANSPORT_CODES,
     AdminError,
     as_int,
     attributes_text,
@@ -61,6 +60,7 @@ from tidemq.client._wire import (
     check,
     decode_body,
     decode_messages,
+    first_answer,
     loads_lenient,
     message_queue_key,
     parse_address_list,
@@ -84,7 +84,6 @@ from tidemq.client.model import (
     TopicRoute,
     broker_data_from_json,
     group_config_json,
-    queue_data_from_json,
 )
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MessageExt, MessageQueue
@@ -199,18 +198,11 @@ class AdminClient(AsyncClient):
     async def _call_namesrv(
         self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b""
     ) -> RemotingCommand:
-        failures: list[AdminError] = []
-        for address in self._namesrv:
-            try:
-                return await self._call(address, code, ext_fields, body, role="name server")
-            except AdminError as exc:
-                if exc.code not in TRANSPORT_CODES:
-                    raise
-                failures.append(exc)
-        if len(failures) == 1:
-            raise failures[0]
-        details = "; ".join(f.message for f in failures)
-        raise AdminError(f"cannot reach any name server: {details}", failures[-1].code)
+        async def attempt(address: str) -> RemotingCommand:
+            return await self._call(address, code, ext_fields, body, role="name server")
+
+        _, response = await first_answer(self._namesrv, attempt, AdminError)
+        return response
 
     async def _each(
         self,
@@ -237,22 +229,7 @@ class AdminClient(AsyncClient):
             response.code == ResponseCode.SUCCESS and not response.body
         ):
             raise AdminError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
-        document = decode_body(check(response), "route")
-        return TopicRoute(
-            topic=topic,
-            queue_datas=tuple(
-                sorted(
-                    (queue_data_from_json(q) for q in document.get("queueDatas") or []),
-                    key=lambda q: q.broker_name,
-                )
-            ),
-            broker_datas=tuple(
-                sorted(
-                    (broker_data_from_json(b) for b in document.get("brokerDatas") or []),
-                    key=lambda b: b.broker_name,
-                )
-            ),
-        )
+        return TopicRoute.from_json(topic, decode_body(check(response), "route"))
 
     async def cluster_info(self) -> ClusterInfo:
         response = check(await self._call_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO))

@@ -42,12 +42,13 @@ from tidemq.client._wire import (
     call,
     check,
     decode_body,
+    first_answer,
     loads_lenient,
     message_queue_key,
     parse_address_list,
 )
 from tidemq.client.errors import ClientError
-from tidemq.client.model import MASTER_ID, TopicRoute, broker_data_from_json, queue_data_from_json
+from tidemq.client.model import MASTER_ID, TopicRoute
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MessageQueue
 from tidemq.common.tasks import TaskSet
@@ -295,23 +296,16 @@ class ClientInstance:
         self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b""
     ) -> RemotingCommand:
         """Ask the name servers in turn (starting at a random one) until one answers."""
-        failures: list[ClientError] = []
         count = len(self._namesrv)
-        for step in range(count):
-            address = self._namesrv[(self._namesrv_index + step) % count]
-            try:
-                response = await self.invoke(address, code, ext_fields, body, role="name server")
-            except ClientError as exc:
-                if not exc.transport_failure:
-                    raise
-                failures.append(exc)
-                continue
-            self._namesrv_index = (self._namesrv_index + step) % count
-            return response
-        if len(failures) == 1:
-            raise failures[0]
-        details = "; ".join(f.message for f in failures)
-        raise ClientError(f"cannot reach any name server: {details}", failures[-1].code)
+        start = self._namesrv_index
+        rotated = [self._namesrv[(start + step) % count] for step in range(count)]
+
+        async def attempt(address: str) -> RemotingCommand:
+            return await self.invoke(address, code, ext_fields, body, role="name server")
+
+        step, response = await first_answer(rotated, attempt)
+        self._namesrv_index = (start + step) % count
+        return response
 
     # -- routes ---------------------------------------------------------------------
 
@@ -349,22 +343,7 @@ class ClientInstance:
                 "(create it with `tidemq topic create` or enable auto-creation)",
                 ResponseCode.TOPIC_NOT_EXIST,
             )
-        document = decode_body(check(response), "route")
-        return TopicRoute(
-            topic=topic,
-            queue_datas=tuple(
-                sorted(
-                    (queue_data_from_json(q) for q in document.get("queueDatas") or []),
-                    key=lambda q: q.broker_name,
-                )
-            ),
-            broker_datas=tuple(
-                sorted(
-                    (broker_data_from_json(b) for b in document.get("brokerDatas") or []),
-                    key=lambda b: b.broker_name,
-                )
-            ),
-        )
+        return TopicRoute.from_json(topic, decode_body(check(response), "route"))
 
     def _store_route(self, topic: str, route: TopicRoute) -> bool:
         """Cache `route`; True (and members told) when it differs from the cached one.

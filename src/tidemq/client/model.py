@@ -63,6 +63,25 @@ class TopicRoute:
     queue_datas: tuple[QueueData, ...]
     broker_datas: tuple[BrokerData, ...]
 
+    @classmethod
+    def from_json(cls, topic: str, document: Mapping[str, Any]) -> TopicRoute:
+        """TopicRouteData as the name server sends it, sorted by broker name."""
+        return cls(
+            topic=topic,
+            queue_datas=tuple(
+                sorted(
+                    (queue_data_from_json(q) for q in document.get("queueDatas") or []),
+                    key=lambda q: q.broker_name,
+                )
+            ),
+            broker_datas=tuple(
+                sorted(
+                    (broker_data_from_json(b) for b in document.get("brokerDatas") or []),
+                    key=lambda b: b.broker_name,
+                )
+            ),
+        )
+
     def broker(self, broker_name: str) -> BrokerData | None:
         return next((b for b in self.broker_datas if b.broker_name == broker_name), None)
 
