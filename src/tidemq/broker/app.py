@@ -36,6 +36,7 @@ from tidemq.broker.config import BrokerConfig
 from tidemq.broker.handlers import HANDLED_CODES, BrokerHandlers, encode_json
 from tidemq.broker.schedule import DelayScheduler
 from tidemq.broker.service import BrokerService
+from tidemq.broker.sql_filter import sql92_message_filter
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -209,6 +210,8 @@ class Broker:
             max_message_size=store_config.max_message_size,
         )
         service.topics.on_change = self._request_registration
+        if config.enable_property_filter:
+            service.sql_filter_factory = sql92_message_filter
         service.load()
         service.attach_loop(asyncio.get_running_loop())
         self.scheduler = DelayScheduler(

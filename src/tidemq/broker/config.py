@@ -38,6 +38,8 @@ class BrokerConfig:
     persist_interval_s: float = 5.0
     queue_lock_expiry_s: float = 60.0
     max_reconsume_times: int = 16
+    enable_property_filter: bool = True
+    """SQL92 subscriptions (Java's enablePropertyFilter, off there by default)."""
     delay_levels: str = DEFAULT_DELAY_LEVELS
     max_in_flight_per_connection: int = 1024
     commitlog_file_size: int | None = None
