@@ -4,13 +4,19 @@ with SUBSCRIPTION_PARSE_FAILED naming the position."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tidemq.client._core.rebalance import ConsumeFromWhere
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeStatus
+from tidemq.client.consumer.lite_pull import AsyncLitePullConsumer
 from tidemq.client.consumer.pull_api import PullStatus, pull_message
 from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.client.consumer.subscription import SubscriptionSpec
@@ -20,7 +26,7 @@ from tidemq.client.producer import make_message
 from tidemq.common.message import Message, MessageExt
 from tidemq.protocol import ResponseCode
 from tidemq.testing.client_support import create_topic, produce
-from tidemq.testing.processes import ServerProcess, serve
+from tidemq.testing.processes import ServerProcess, serve, server_env
 from tidemq.testing.waiting import eventually, unique_name
 
 pytestmark = pytest.mark.slow
@@ -110,3 +116,73 @@ async def test_a_bad_expression_is_refused_with_its_position(server: ServerProce
         assert result.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG)
     finally:
         await instance.close()
+
+
+async def test_lite_pull_and_the_cli_filter_with_sql92(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    topic = unique_name("SqlPoll")
+    await create_topic(server.namesrv, topic, queues=2)
+    produced, selected = property_mixes(topic)
+    await produce(server.namesrv, produced)
+
+    consumer = AsyncLitePullConsumer(
+        unique_name("G"),
+        server.namesrv,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    consumer.subscribe(topic, EXPRESSION, "SQL92")
+    await consumer.start()
+    polled: list[str] = []
+    try:
+
+        async def all_polled() -> bool:
+            polled.extend(m.body.decode() for m in await consumer.poll(timeout_s=0.5))
+            return sorted(polled) == sorted(selected)
+
+        await eventually(all_polled, "the selected messages by lite pull")
+    finally:
+        await consumer.shutdown()
+
+    command = [
+        sys.executable,
+        "-m",
+        "tidemq.cli.main",
+        "consume",
+        topic,
+        "--sql",
+        EXPRESSION,
+        "--from-beginning",
+        "--max",
+        str(len(selected)),
+        "--timeout",
+        "20",
+        "--json",
+        "--namesrv",
+        server.namesrv,
+    ]
+    result = await asyncio.to_thread(
+        subprocess.run,
+        command,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+        env=server_env(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    assert sorted(row["body"] for row in rows) == sorted(selected)
+
+    bad = [*command[:6], "a >", *command[7:]]
+    refused = await asyncio.to_thread(
+        subprocess.run,
+        bad,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+        env=server_env(tmp_path),
+    )
+    assert refused.returncode != 0
+    assert "position" in refused.stderr

@@ -9,7 +9,8 @@ from typing import Any
 
 logger = logging.getLogger("tidemq.tasks")
 
-_CANCEL_ROUNDS = 10
+_FIRST_WAIT_S = 1.0
+_RECANCEL_S = 0.1
 
 
 class TaskSet:
@@ -42,19 +43,26 @@ class TaskSet:
         return True
 
     async def cancel_all(self, timeout: float = 5.0) -> None:
-        """Cancel every task and wait for them; a task that refuses to end is logged."""
+        """Cancel every task and wait for them; a task that refuses to end is logged.
+
+        Tasks get `_FIRST_WAIT_S` to finish their clean-up; those still running
+        are then cancelled again every `_RECANCEL_S`: on Python 3.11
+        `asyncio.wait_for` can swallow a cancellation that races with its inner
+        future finishing, and one lost cancel must not cost the whole timeout.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        for _ in range(_CANCEL_ROUNDS):
-            if not self._tasks:
-                return
+        first = True
+        while self._tasks:
             tasks = set(self._tasks)
             for task in tasks:
                 task.cancel()
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
-            await asyncio.wait(tasks, timeout=remaining)
+            pause = _FIRST_WAIT_S if first else _RECANCEL_S
+            first = False
+            await asyncio.wait(tasks, timeout=min(remaining, pause))
         if self._tasks:
             logger.error(
                 "%s: %d task(s) did not end after cancellation", self._name, len(self._tasks)
