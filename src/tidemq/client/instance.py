@@ -329,6 +329,18 @@ class ClientInstance:
             self._store_route(topic, route)
             return route
 
+    async def route_if_exists(self, topic: str, who: str) -> TopicRoute | None:
+        """The route of `topic`, or None (logged for `who`) when it does not exist
+        yet: consumers may start first, as in Java, and the route refresh picks
+        the topic up once it is created. Other failures raise."""
+        try:
+            return await self.route(topic)
+        except ClientError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            log.warning("%s: topic %s does not exist yet; waiting for it", who, topic)
+            return None
+
     async def fetch_route(self, topic: str) -> TopicRoute:
         """GET_ROUTEINFO_BY_TOPIC, uncached; TOPIC_NOT_EXIST if the name server has none."""
         header = GetRouteInfoRequestHeader(topic=topic)

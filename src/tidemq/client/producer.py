@@ -153,7 +153,6 @@ class AsyncProducer(GroupClient):
         )
         self._publish: dict[str, _PublishInfo] = {}
         self._route_locks: dict[str, asyncio.Lock] = {}
-        self._heartbeat_brokers: set[str] = set()
         self._sends = TaskSet(f"producer {group} async sends")
         self._state = "created"
 
@@ -490,7 +489,6 @@ class AsyncProducer(GroupClient):
                     f"topic {topic} has no writable queue on a broker with a master",
                     ResponseCode.NO_PERMISSION,
                 )
-            self._heartbeat_new_brokers(info)
             return info
 
     async def _template_route(self, topic: str) -> TopicRoute:
@@ -531,13 +529,6 @@ class AsyncProducer(GroupClient):
         )
         self._publish[topic] = info
         return info
-
-    def _heartbeat_new_brokers(self, info: _PublishInfo) -> None:
-        """Tell brokers met for the first time about this producer now, not in 30 s."""
-        new = set(info.masters.values()) - self._heartbeat_brokers
-        if new:
-            self._heartbeat_brokers |= new
-            self._instance.spawn(self._instance.send_heartbeat())
 
 
 def _deliver(

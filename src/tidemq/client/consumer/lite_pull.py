@@ -306,10 +306,7 @@ class AsyncLitePullConsumer(GroupClient):
                 self._store.claim()
             await self._store.load()
             for topic in sorted(self.subscribed_topics()):  # brokers to heartbeat
-                try:
-                    await self._instance.route(topic)
-                except ClientError as exc:
-                    log.warning("%s: no route for %s yet: %s", self._group, topic, exc)
+                await self._instance.route_if_exists(topic, self._group)
             await self._instance.send_heartbeat()
             if self._mode == "assign":
                 self._apply_assignment()

@@ -244,7 +244,7 @@ class AsyncPushConsumer(GroupClient):
         try:
             await instance.start()
             for topic in user_topics:
-                await self._first_route(instance, topic)
+                await instance.route_if_exists(topic, self._group)
             await self._build(instance, timestamp)
             instance.register_consumer(self)
             await instance.send_heartbeat()
@@ -262,21 +262,6 @@ class AsyncPushConsumer(GroupClient):
         self._tasks.spawn(self._persist_forever())
         self._state = "running"
         log.info("%s: push consumer %s started", self._group, instance.client_id)
-
-    async def _first_route(self, instance: ClientInstance, topic: str) -> None:
-        """Fetch `topic`'s route; a topic that does not exist yet only warns (as
-        Java does): the route refresh picks it up once it is created, and the
-        consumer then heartbeats its brokers and rebalances at once."""
-        try:
-            await instance.route(topic)
-        except ClientError as exc:
-            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
-                raise
-            log.warning(
-                "%s: topic %s does not exist yet; consuming starts once it is created",
-                self._group,
-                topic,
-            )
 
     async def _build(self, instance: ClientInstance, timestamp: str) -> None:
         settings = self.settings
