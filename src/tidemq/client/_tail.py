@@ -141,7 +141,8 @@ class Tail:
             while True:
                 wait = None if deadline is None else max(0.0, deadline - loop.time())
                 try:
-                    item = await asyncio.wait_for(inbox.get(), wait)
+                    async with asyncio.timeout(wait):
+                        item = await inbox.get()
                 except TimeoutError:
                     return
                 if item.error is not None:

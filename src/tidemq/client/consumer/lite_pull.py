@@ -368,7 +368,8 @@ class AsyncLitePullConsumer(GroupClient):
                 if remaining <= 0:
                     batch = self._buffer.get_nowait()
                 else:
-                    batch = await asyncio.wait_for(self._buffer.get(), remaining)
+                    async with asyncio.timeout(remaining):
+                        batch = await self._buffer.get()
             except (TimeoutError, asyncio.QueueEmpty):
                 return []
             if batch is None:  # shutting down
@@ -679,7 +680,8 @@ class AsyncLitePullConsumer(GroupClient):
     async def _rebalance_loop(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rebalance_wakeup.wait(), self.rebalance_interval_s)
+                async with asyncio.timeout(self.rebalance_interval_s):
+                    await self._rebalance_wakeup.wait()
             self._rebalance_wakeup.clear()
             if self._mode != "subscribe":
                 continue

@@ -150,7 +150,8 @@ class PullService:
                 if delay > 0 and not request.pq.dropped:
                     request.wake.clear()
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(request.wake.wait(), delay)
+                        async with asyncio.timeout(delay):
+                            await request.wake.wait()
         finally:
             request.running = False
             if self._requests.get(request.mq) is request:

@@ -386,9 +386,8 @@ class AsyncPushConsumer(GroupClient):
         assert self._rebalancer is not None
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._rebalance_wanted.wait(), self.settings.rebalance_interval_s
-                )
+                async with asyncio.timeout(self.settings.rebalance_interval_s):
+                    await self._rebalance_wanted.wait()
             self._rebalance_wanted.clear()
             try:
                 await self._rebalancer.rebalance()
