@@ -37,6 +37,8 @@ from tidemq.broker.handlers import HANDLED_CODES, BrokerHandlers, encode_json
 from tidemq.broker.schedule import DelayScheduler
 from tidemq.broker.service import BrokerService
 from tidemq.broker.sql_filter import sql92_message_filter
+from tidemq.broker.timers import BrokerTimers
+from tidemq.broker.transactions import BrokerTransactions
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -122,6 +124,8 @@ class Broker:
         self.store: FileMessageStore | None = None
         self._service: BrokerService | None = None
         self.scheduler: DelayScheduler | None = None
+        self.timers: BrokerTimers | None = None
+        self.transactions: BrokerTransactions | None = None
         self._namesrv = RemotingClient(name=f"broker-{config.broker_name}-namesrv")
         self._tasks: set[asyncio.Task[None]] = set()
         self._register_now: asyncio.Event | None = None
@@ -223,10 +227,16 @@ class Broker:
         )
         self.store.add_arrival_listener(self.scheduler.on_arrival)
         service.scheduler = self.scheduler
+        self.timers = BrokerTimers(config, self.store, self.clock, service)
+        service.timers = self.timers
+        self.transactions = BrokerTransactions(config, self.store, self.clock, service)
+        service.transactions = self.transactions
         self._service = service
         self._register_now = asyncio.Event()
         gate.open(BrokerHandlers(service).table())
         await self.scheduler.start()
+        await self.timers.start()
+        await self.transactions.start()
 
     async def stop(self, grace: float = 5.0) -> None:
         """Shut down in the documented order; safe to call twice."""
@@ -244,6 +254,10 @@ class Broker:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.scheduler is not None:
             await self.scheduler.stop()
+        if self.transactions is not None:
+            await self.transactions.stop()
+        if self.timers is not None:
+            await self.timers.stop()
         if service is not None:
             await self._finish_offset_write()
             await asyncio.to_thread(service.offsets.persist)

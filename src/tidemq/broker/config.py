@@ -12,6 +12,8 @@ from typing import Any
 
 from tidemq.store.config import DEFAULT_DELAY_LEVELS, FlushMode
 
+MAX_TIMER_HORIZON_S = 365 * 86400
+
 
 @dataclass(frozen=True)
 class BrokerConfig:
@@ -41,10 +43,35 @@ class BrokerConfig:
     enable_property_filter: bool = True
     """SQL92 subscriptions (Java's enablePropertyFilter, off there by default)."""
     delay_levels: str = DEFAULT_DELAY_LEVELS
+    timer_enable: bool = True
+    """Timer messages (any delivery time); off, they are refused as in Java."""
+    timer_precision_ms: int = 100
+    """Timer wheel slot width: 10..1000 ms (Java's timerPrecisionMs)."""
+    timer_max_delay_s: int = 30 * 86400
+    """Timer horizon: at most 365 days ahead (Java's timerMaxDelaySec)."""
+    transaction_timeout_ms: int = 6000
+    """A half message younger than this is not checked back (transactionTimeOut)."""
+    transaction_check_interval_ms: int = 30000
+    """How often unresolved half messages are checked back (transactionCheckInterval)."""
+    transaction_check_max: int = 15
+    """Check-backs before a half message is discarded (transactionCheckMax)."""
     max_in_flight_per_connection: int = 1024
     commitlog_file_size: int | None = None
     """None keeps the store default (1 GiB); tests use smaller files."""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 10 <= self.timer_precision_ms <= 1000:
+            raise ValueError(
+                f"timer_precision_ms={self.timer_precision_ms}: must be 10..1000 milliseconds"
+            )
+        if not 1 <= self.timer_max_delay_s <= MAX_TIMER_HORIZON_S:
+            raise ValueError(
+                f"timer_max_delay_s={self.timer_max_delay_s}: must be 1..{MAX_TIMER_HORIZON_S}"
+                " seconds (365 days)"
+            )
+        if self.transaction_check_max < 1 or self.transaction_check_interval_ms < 1:
+            raise ValueError("transaction_check_max and transaction_check_interval_ms must be > 0")
 
     @property
     def store_dir(self) -> Path:

@@ -89,6 +89,7 @@ from tidemq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
+    EndTransactionRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
@@ -102,6 +103,8 @@ from tidemq.protocol.headers import (
     QueryConsumerOffsetResponseHeader,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
+    RecallMessageRequestHeader,
+    RecallMessageResponseHeader,
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
     SendMessageRequestHeader,
@@ -191,6 +194,8 @@ _METHODS: dict[int, str] = {
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: "query_topic_consume_by_who",
     RequestCode.GET_TOPIC_CONFIG: "get_topic_config",
     RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: "get_subscription_group_config",
+    RequestCode.END_TRANSACTION: "end_transaction",
+    RequestCode.RECALL_MESSAGE: "recall_message",
 }
 HANDLED_CODES = frozenset(int(code) for code in _METHODS)
 """Every request code the broker answers (the rest: REQUEST_CODE_NOT_SUPPORTED)."""
@@ -261,7 +266,39 @@ class BrokerHandlers:
             "MSG_REGION": MSG_REGION,
             "TRACE_ON": "true",
         }
+        if result.transaction_id is not None:
+            ext["transactionId"] = result.transaction_id
+        if result.recall_handle is not None:
+            ext["recallHandle"] = result.recall_handle
         return RemotingCommand.response_to(request, result.code, result.remark, ext)
+
+    # -- transactions and recall ------------------------------------------------------------
+
+    async def end_transaction(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand | None:
+        """Java producers send END_TRANSACTION oneway: answer only when asked to."""
+        header = decode_header(EndTransactionRequestHeader, request.ext_fields)
+        try:
+            await self.service.end_transaction(header)
+        except BrokerError as exc:
+            if request.is_oneway:
+                log.warning("END_TRANSACTION from %s refused: %s", connection.remote, exc.remark)
+                return None
+            raise
+        if request.is_oneway:
+            return None
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def recall_message(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        header = decode_header(RecallMessageRequestHeader, request.ext_fields)
+        msg_id = await self.service.recall_message(
+            header.topic, header.recall_handle, header.producer_group
+        )
+        ext = encode_header(RecallMessageResponseHeader(msg_id=msg_id))
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, None, ext)
 
     # -- pull and offsets ---------------------------------------------------------------
 

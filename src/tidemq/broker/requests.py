@@ -72,6 +72,10 @@ class SendResult:
     queue_id: int
     queue_offset: int
     remark: str | None = None
+    transaction_id: str | None = None
+    """A half message's transaction id (its UNIQ_KEY), echoed as Java does."""
+    recall_handle: str | None = None
+    """A timer message's recall handle (RocketMQ 5.3 SendMessageResponseHeader)."""
 
 
 @dataclass(slots=True)

@@ -13,6 +13,7 @@ from typing import Any
 from tidemq.broker import retry
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.groups import SubscriptionGroupManager
+from tidemq.broker.hooks import TimerHooks, TransactionHooks
 from tidemq.broker.requests import BrokerError, SendRequest, SendResult
 from tidemq.broker.stats import BrokerStats
 from tidemq.broker.topics import (
@@ -68,6 +69,24 @@ def _has_key(properties: str, key: str) -> bool:
     return (key + props.NAME_VALUE_SEPARATOR) in properties
 
 
+_TIMER_KEYS = (
+    props.TIMER_DELIVER_MS,
+    props.TIMER_DELAY_MS,
+    props.TIMER_DELAY_SEC,
+    props.START_DELIVER_TIME,
+)
+
+
+def _has_timer_property(properties: str) -> bool:
+    return any(_has_key(properties, key) for key in _TIMER_KEYS)
+
+
+def _property(properties: str, key: str) -> str | None:
+    if not _has_key(properties, key):
+        return None
+    return props.decode_properties(properties).get(key)
+
+
 def _well_formed_properties(raw: str) -> str:
     """`raw` as stored: kept as sent when every item is `key\\x01value\\x02`,
     otherwise normalized the way decoding reads it (odd items dropped)."""
@@ -94,6 +113,8 @@ class BrokerSender:
     max_message_size: int
     delay_levels_ms: tuple[int, ...]
     scheduler: Any
+    timers: TimerHooks | None
+    transactions: TransactionHooks | None
 
     # -- send ------------------------------------------------------------------------------
 
@@ -197,11 +218,11 @@ class BrokerSender:
         config = self._send_topic(request)
         queue_id = self._queue_for_send(request, config)
         self._check_body(request.body)
-        if self._is_transactional(request.properties, request.sys_flag):
+        transactional = self._is_transactional(request.properties, request.sys_flag)
+        if transactional and self.transactions is None:
             raise BrokerError(
                 ResponseCode.NO_PERMISSION,
-                f"the broker[{self.config.broker_name}] sending transaction message is forbidden:"
-                " transactional messages are not supported yet",
+                f"the broker[{self.config.broker_name}] sending transaction message is forbidden",
             )
         topic = request.topic
         to_dlq = False
@@ -224,11 +245,26 @@ class BrokerSender:
             born_port=request.born_port,
             reconsume_times=request.reconsume_times,
         )
+        if transactional and self.transactions is not None:
+            message = self.transactions.prepare(message, request.producer_group)
+            result = await self.store.put_message(message)
+            sent = self._send_result(result, topic, queue_id, len(request.body))
+            sent.transaction_id = _property(request.properties, props.UNIQ_KEY)
+            return sent
         level = 0 if to_dlq else self._delay_level(request.properties)
+        timers = self.timers
+        parked = None
         if level > 0 and self.scheduler is not None:
             message = self.scheduler.schedule(message, level)
+        elif not to_dlq and timers is not None and _has_timer_property(request.properties):
+            parked = timers.park(message)
+            if parked is not None:
+                message = parked[0]
         result = await self.store.put_message(message)
-        return self._send_result(result, topic, queue_id, len(request.body))
+        sent = self._send_result(result, topic, queue_id, len(request.body))
+        if parked is not None and timers is not None:
+            sent.recall_handle = timers.recall_handle(topic, message, parked[1])
+        return sent
 
     def _send_result(self, result: PutResult, topic: str, queue_id: int, size: int) -> SendResult:
         if result.status is PutStatus.PUT_OK:
@@ -263,6 +299,11 @@ class BrokerSender:
             ) from None
         if not entries:
             raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
+        if sysflag.transaction_value(request.sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE:
+            raise BrokerError(
+                ResponseCode.MESSAGE_ILLEGAL,
+                "a batch cannot be transactional: send each transactional message on its own",
+            )
         to_store = []
         topic = request.topic
         sys_flag = request.sys_flag & ~sysflag.TRANSACTION_MASK
@@ -286,6 +327,11 @@ class BrokerSender:
                         ResponseCode.MESSAGE_ILLEGAL,
                         f"message {position} of the batch has a delay level; batches cannot",
                     )
+            if _has_timer_property(raw):
+                raise BrokerError(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    f"message {position} of the batch has a delivery time; batches cannot",
+                )
             to_store.append(
                 MessageToStore(
                     topic,

@@ -36,6 +36,7 @@ from tidemq.broker.consumers import (
     ProducerManager,
 )
 from tidemq.broker.groups import SubscriptionGroupConfig, SubscriptionGroupManager
+from tidemq.broker.hooks import TimerHooks, TransactionHooks
 from tidemq.broker.locks import QueueLockManager
 from tidemq.broker.long_polling import LongPollingService
 from tidemq.broker.offsets import ConsumerOffsetManager
@@ -57,6 +58,7 @@ from tidemq.common import sysflag
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message_id import host_text
 from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.headers import EndTransactionRequestHeader
 from tidemq.protocol.heartbeat import (
     BROADCASTING,
     CONSUME_FROM_TIMESTAMP,
@@ -146,6 +148,10 @@ class BrokerService(BrokerAdmin, BrokerSender):
         self.stats = BrokerStats(clock)
         self.scheduler: Any = None
         """The DelayScheduler (set by the app): `schedule(message, level)`."""
+        self.timers: TimerHooks | None = None
+        """Timer messages (set by the app); None refuses nothing but parks nothing."""
+        self.transactions: TransactionHooks | None = None
+        """Transactional messages (set by the app); None refuses half messages."""
         self.sql_filter_factory: Callable[[str], MessageFilter] | None = None
         """Builds SQL92 filters when set; without it SQL92 pulls are refused (as Java)."""
         self.group_change_listeners: list[Callable[[str, list[ClientChannel]], None]] = []
@@ -432,6 +438,27 @@ class BrokerService(BrokerAdmin, BrokerSender):
 
     def unlock_batch(self, group: str, client_id: str, queues: Iterable[MessageQueueKey]) -> None:
         self.locks.unlock_batch(group, set(queues), client_id)
+
+    # -- transactions and timers -----------------------------------------------------------
+
+    async def end_transaction(self, header: EndTransactionRequestHeader) -> None:
+        """END_TRANSACTION (a oneway request from Java producers)."""
+        if self.transactions is None:
+            raise BrokerError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_name}] transactions are disabled",
+            )
+        await self.transactions.end(header)
+
+    async def recall_message(self, topic: str, handle: str, producer_group: str | None) -> str:
+        """RECALL_MESSAGE: cancel a timer message before it is due; its msg id."""
+        if self.timers is None:
+            raise BrokerError(ResponseCode.NO_PERMISSION, "recall failed, operation is forbidden")
+        if self.topics.get(topic) is None:
+            raise BrokerError(
+                ResponseCode.TOPIC_NOT_EXIST, f"recall failed, the topic[{topic}] not exist"
+            )
+        return await self.timers.recall(topic, handle, producer_group)
 
     # -- queries -------------------------------------------------------------------------------
 

@@ -420,7 +420,13 @@ def send_result(
         broker_name=queue.broker_name,
         queue_id=queue_id,
         queue_offset=queue_offset,
+        transaction_id=_optional_text(fields.get("transactionId")),
+        recall_handle=_optional_text(fields.get("recallHandle")),
     )
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value in (None, "") else str(value)
 
 
 # -- routes -------------------------------------------------------------------------

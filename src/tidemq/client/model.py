@@ -198,6 +198,10 @@ class SendResult:
     broker_name: str
     queue_id: int
     queue_offset: int
+    transaction_id: str | None = None
+    """A half message's transaction id (transactional sends only)."""
+    recall_handle: str | None = None
+    """Pass to `recall` to cancel a timer message before it is due."""
 
 
 def broker_data_from_json(raw: Mapping[str, Any]) -> BrokerData:

@@ -71,6 +71,8 @@ __all__ = [
     "QueryConsumerOffsetResponseHeader",
     "QueryMessageRequestHeader",
     "QueryMessageResponseHeader",
+    "RecallMessageRequestHeader",
+    "RecallMessageResponseHeader",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
     "SearchOffsetRequestHeader",
@@ -535,6 +537,20 @@ class CheckTransactionStateRequestHeader:
     transaction_id: str | None = None
     offset_msg_id: str | None = None
     topic: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RecallMessageRequestHeader:
+    """RECALL_MESSAGE (370, RocketMQ 5.3): cancel a timer message by its handle."""
+
+    producer_group: str | None = None
+    topic: str
+    recall_handle: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RecallMessageResponseHeader:
+    msg_id: str
 
 
 # --- queries -----------------------------------------------------------------------

@@ -1,0 +1,57 @@
+"""What the send path asks of the timer and transaction parts of a broker.
+
+BrokerService holds one of each (or None when the feature is off); both
+protocols reach them through the service, so the rules live once.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from tidemq.protocol.headers import EndTransactionRequestHeader
+from tidemq.store.api import MessageToStore
+
+
+class TimerHooks(Protocol):
+    """Timer messages: parking at send time, recall, the delivery service."""
+
+    def park(self, message: MessageToStore) -> tuple[MessageToStore, int] | None:
+        """(the message parked in the timer topic, its delivery time in ms), or
+        None when `message` carries no timer property or is due already (it is
+        then stored as a normal message). BrokerError(MESSAGE_ILLEGAL) when the
+        time is malformed or beyond the horizon; also when timers are disabled."""
+        ...
+
+    def recall_handle(self, topic: str, message: MessageToStore, deliver_ms: int) -> str:
+        """The handle a send result carries for a parked message."""
+        ...
+
+    async def recall(self, topic: str, handle: str, producer_group: str | None) -> str:
+        """RECALL_MESSAGE: the recalled message's id (its UNIQ_KEY).
+        BrokerError(ILLEGAL_OPERATION) for a bad handle or a time already passed."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class TransactionHooks(Protocol):
+    """Transactional messages: half messages, their end, the check-back service."""
+
+    def prepare(self, message: MessageToStore, producer_group: str) -> MessageToStore:
+        """The half message to store in RMQ_SYS_TRANS_HALF_TOPIC instead of
+        `message`. BrokerError(MESSAGE_ILLEGAL) when it also has a delay level
+        or a timer property."""
+        ...
+
+    async def end(self, header: EndTransactionRequestHeader) -> None:
+        """END_TRANSACTION: commit (8) restores the half message to its real
+        topic, rollback (12) discards it; unknown (0) leaves it for check-back.
+        BrokerError with Java's codes and remarks for a half message that is
+        missing or does not match."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
