@@ -10,6 +10,9 @@ Cases (issue #2 targets in brackets):
 - sync-group-commit-16x32: 16 concurrent writers, batches of 32, sync flush
 - read-pages-32: `get_messages` pages of 32 over everything written [>= 1,000,000 msgs/s]
 - read-pages-32-tag-filter: the same with a tag filter that matches half
+- read-pages-32-sql92-10pct: the same with the SQL92 filter of a pull subscription,
+  3 clauses matching 10 % (`SQL92_EXPRESSION`); the rate counts scanned messages
+  [issue #5: >= 200,000 scanned msgs/s]
 
 Every loop is bounded by a message count and a time limit.
 """
@@ -29,7 +32,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tidemq.broker.sql_filter import sql92_message_filter
 from tidemq.common import properties as props
+from tidemq.filter.sql92 import compile_sql92
 from tidemq.store.api import GetStatus, MessageToStore
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.file_store import FileMessageStore
@@ -40,6 +45,12 @@ TIME_LIMIT = 60.0
 QUEUES = 8
 
 
+SQL92_EXPRESSION = "a < 20 AND region IN ('eu', 'us') AND kind = 'order'"
+"""a is i % 100 (20 % below 20), region cycles over 4 values (half match), kind
+is always 'order': 10 % of the messages match."""
+REGIONS = ("eu", "cn", "us", "br")
+
+
 def message(i: int) -> MessageToStore:
     tags = "TagA" if i % 2 == 0 else "TagB"
     return MessageToStore(
@@ -48,6 +59,18 @@ def message(i: int) -> MessageToStore:
         body=BODY,
         properties=props.encode_properties({props.TAGS: tags, props.UNIQ_KEY: f"U{i:012d}"}),
     )
+
+
+def sql92_properties(k: int) -> dict[str, str]:
+    """The properties of the k-th message of a queue: SQL92_EXPRESSION selects
+    every tenth (a and region vary independently along the queue)."""
+    return {"a": str((k // 4) % 100), "region": REGIONS[k % 4], "kind": "order"}
+
+
+def message_with_properties(i: int) -> MessageToStore:
+    item = message(i)
+    item.properties += props.encode_properties(sql92_properties(i // QUEUES))
+    return item
 
 
 def open_store(root: Path, mode: FlushMode) -> FileMessageStore:
@@ -125,12 +148,18 @@ def bench_sync_group_commit(root: Path, count: int, writers: int = 16, batch: in
         store.close()
 
 
-def bench_read(root: Path, count: int, tag_filter: bool = False) -> float:
+def bench_read(root: Path, count: int, tag_filter: bool = False, sql92: bool = False) -> float:
+    """Messages read per second; with `sql92`, messages scanned per second."""
     store = open_store(root, FlushMode.ASYNC)
-    items = [message(i) for i in range(count)]
+    make = message_with_properties if sql92 else message
+    items = [make(i) for i in range(count)]
     for i in range(0, count, 256):
         assert store.append(items[i : i + 256]).ok
-    message_filter = TagFilter.from_expression("TagA") if tag_filter else None
+    message_filter: TagFilter | None = None
+    if tag_filter:
+        message_filter = TagFilter.from_expression("TagA")
+    elif sql92:
+        message_filter = sql92_message_filter(SQL92_EXPRESSION)
     try:
         start = time.perf_counter()
         read = 0
@@ -146,8 +175,11 @@ def bench_read(root: Path, count: int, tag_filter: bool = False) -> float:
                 offset = got.next_begin_offset
         elapsed = time.perf_counter() - start
         expected = count // 2 if tag_filter else count
+        if sql92:
+            selects = compile_sql92(SQL92_EXPRESSION).evaluate
+            expected = sum(selects(sql92_properties(i // QUEUES)) for i in range(count))
         assert read == expected, (read, expected)
-        return read / elapsed
+        return (count if sql92 else read) / elapsed
     finally:
         store.close()
 
@@ -159,6 +191,7 @@ CASES: dict[str, Callable[[Path, int], float]] = {
     "sync-group-commit-16x32": lambda root, n: bench_sync_group_commit(root, n, batch=32),
     "read-pages-32": bench_read,
     "read-pages-32-tag-filter": lambda root, n: bench_read(root, n, tag_filter=True),
+    "read-pages-32-sql92-10pct": lambda root, n: bench_read(root, n, sql92=True),
 }
 
 

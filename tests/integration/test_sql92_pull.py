@@ -186,3 +186,55 @@ async def test_lite_pull_and_the_cli_filter_with_sql92(
     )
     assert refused.returncode != 0
     assert "position" in refused.stderr
+
+
+async def _pull_with(server_namesrv: str, topic: str, expression: str) -> object:
+    """One SQL92 pull of queue 0 of `topic`; the PullResult or the ClientError raised."""
+    queues = await create_topic(server_namesrv, topic, queues=1)
+    instance = ClientInstance(ClientConfig(namesrv=server_namesrv))
+    try:
+        await instance.route(topic)
+        spec = SubscriptionSpec.parse(topic, expression, "SQL92", sub_version=1)
+        try:
+            return await pull_message(
+                instance,
+                group=unique_name("G"),
+                mq=queues[0],
+                subscription=spec,
+                offset=0,
+                suspend_ms=0,
+            )
+        except ClientError as exc:
+            return exc
+    finally:
+        await instance.close()
+
+
+@pytest.mark.parametrize(
+    "expression, position",
+    [
+        # 1 MiB of valid-looking clauses: refused by the 64 KiB limit before parsing.
+        (" OR ".join(["a = 1"] * 116_600), 65536),
+        # nesting far beyond the limit (64), short enough to reach the parser.
+        ("(" * 10_000 + "a = 1" + ")" * 10_000, 64),
+    ],
+    ids=["1MiB-expression", "100k-nesting"],
+)
+async def test_malicious_expressions_are_refused_and_the_broker_stays_up(
+    server: ServerProcess, expression: str, position: int
+) -> None:
+    outcome = await _pull_with(server.namesrv, unique_name("SqlEvil"), expression)
+    assert isinstance(outcome, ClientError), outcome
+    assert outcome.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    assert str(outcome).endswith(f"position {position}")
+    # The broker still answers a normal SQL92 pull on the same connection pool.
+    fine = await _pull_with(server.namesrv, unique_name("SqlFine"), "a IS NULL")
+    assert not isinstance(fine, ClientError), fine
+
+
+async def test_sql92_is_refused_when_the_property_filter_is_off(tmp_path: Path) -> None:
+    with serve(tmp_path / "data", settings={"enable_property_filter": False}) as off:
+        outcome = await _pull_with(off.namesrv, unique_name("SqlOff"), "a > 1")
+    assert isinstance(outcome, ClientError), outcome
+    assert outcome.code == ResponseCode.SYSTEM_ERROR
+    assert "SQL92" in str(outcome)
