@@ -12,7 +12,8 @@ it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -181,6 +182,57 @@ def decode_properties(s: str) -> dict[str, str]:
         if key and sep:
             result[key] = value
     return result
+
+
+class PropertyView(Mapping[str, str]):
+    """A read-only view of an encoded property string that decodes nothing up
+    front: `get` finds one name in the raw text, with the same result as
+    `decode_properties(raw).get(name)` (the last pair of a name wins; values
+    never hold \x02, so "\x02name\x01" can only start a pair). Filters that
+    read a few properties of many records (SQL92 pulls) use it."""
+
+    __slots__ = ("_decoded", "_raw")
+
+    def __init__(self, raw: str) -> None:
+        self._raw = raw
+        self._decoded: dict[str, str] | None = None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        raw = self._raw
+        if not key or "\x01" in key or "\x02" in key:
+            return self._all().get(key, default)
+        start = raw.rfind(f"\x02{key}\x01")
+        if start >= 0:
+            start += len(key) + 2
+        elif raw.startswith(f"{key}\x01"):
+            start = len(key) + 1
+        else:
+            return default
+        end = raw.find("\x02", start)
+        return raw[start:] if end < 0 else raw[start:end]
+
+    def __getitem__(self, key: str) -> str:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return str(value)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key, _MISSING) is not _MISSING
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def _all(self) -> dict[str, str]:
+        if self._decoded is None:
+            self._decoded = decode_properties(self._raw)
+        return self._decoded
+
+
+_MISSING = object()
 
 
 def encode_properties_bytes(props: Mapping[str, str]) -> bytes:

@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
 from tidemq.common import properties as props
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
-from tidemq.common.properties import decode_properties
+from tidemq.common.properties import PropertyView, decode_properties
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.message_codec import peek_header, peek_topic_and_properties
 from tidemq.store.api import (
@@ -616,9 +616,10 @@ def _with_status(result: BatchPutResult, status: PutStatus, remark: str) -> Batc
     return BatchPutResult(status, results, remark)
 
 
-def _record_properties(record: memoryview) -> dict[str, str] | None:
+def _record_properties(record: memoryview) -> Mapping[str, str] | None:
+    """The record's properties for a filter, decoded lazily (filters read few)."""
     try:
-        return decode_properties(peek_topic_and_properties(record, 0)[1])
+        return PropertyView(peek_topic_and_properties(record, 0)[1])
     except ProtocolError:
         return None
 
