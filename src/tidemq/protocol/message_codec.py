@@ -474,6 +474,34 @@ def peek_topic_and_properties(buf: Buffer, offset: int = 0) -> tuple[str, str]:
     return topic, _utf8(buf, topic_start + topic_len + 2, props_len, "properties")
 
 
+def peek_properties(buf: Buffer, offset: int = 0) -> str:
+    """The raw property string of the record at `offset` and nothing else: the
+    per-record cost of a filtered scan (it skips the body and the topic, and of
+    the length checks keeps the one that matters: the properties must end
+    exactly where TOTALSIZE says the record does)."""
+    try:
+        total, magic = _TWO_I32.unpack_from(buf, offset)
+        (flags,) = _I32.unpack_from(buf, offset + SYSFLAG_POSITION)
+        fixed_size = _fixed_for(flags).size
+        (body_len,) = _I32.unpack_from(buf, offset + fixed_size - 4)
+        topic_len_pos = offset + fixed_size + body_len
+        if magic == MESSAGE_MAGIC_V1:
+            (topic_len,) = _I8.unpack_from(buf, topic_len_pos)
+            props_len_pos = topic_len_pos + 1 + topic_len
+        else:
+            (topic_len,) = _I16.unpack_from(buf, topic_len_pos)
+            props_len_pos = topic_len_pos + 2 + topic_len
+        (props_len,) = _I16.unpack_from(buf, props_len_pos)
+    except struct.error:
+        raise ProtocolError(f"record at {offset} overruns the buffer") from None
+    start = props_len_pos + 2
+    if magic not in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) or body_len < 0 or topic_len < 0:
+        raise ProtocolError(f"malformed record at {offset}")
+    if props_len < 0 or start + props_len != offset + total or offset + total > len(buf):
+        raise ProtocolError(f"TOTALSIZE {total} does not match the field lengths at {offset}")
+    return _utf8(buf, start, props_len, "properties")
+
+
 # -- batch bodies -------------------------------------------------------------
 
 

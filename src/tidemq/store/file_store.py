@@ -24,7 +24,7 @@ from tidemq.common import properties as props
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.properties import PropertyView, decode_properties
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import peek_header, peek_topic_and_properties
+from tidemq.protocol.message_codec import peek_header, peek_properties, peek_topic_and_properties
 from tidemq.store.api import (
     ArrivalListener,
     BatchPutResult,
@@ -619,7 +619,7 @@ def _with_status(result: BatchPutResult, status: PutStatus, remark: str) -> Batc
 def _record_properties(record: memoryview) -> Mapping[str, str] | None:
     """The record's properties for a filter, decoded lazily (filters read few)."""
     try:
-        return PropertyView(peek_topic_and_properties(record, 0)[1])
+        return PropertyView(peek_properties(record))
     except ProtocolError:
         return None
 

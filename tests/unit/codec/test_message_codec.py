@@ -25,6 +25,7 @@ from tidemq.protocol.message_codec import (
     encode_record,
     patch_offsets,
     peek_header,
+    peek_properties,
     peek_topic_and_properties,
     record_size,
 )
@@ -315,6 +316,10 @@ def test_peek_topic_and_properties() -> None:
     assert peek_topic_and_properties(view, 2) == ("TopicTest", "TAGS\x01TagA\x02")
     with pytest.raises(ProtocolError):
         peek_topic_and_properties(ALI_ONS_MESSAGE_BIN[:131])
+    assert peek_properties(view, 2) == "TAGS\x01TagA\x02"
+    for cut in (0, 20, 131, len(ALI_ONS_MESSAGE_BIN) - 1):
+        with pytest.raises(ProtocolError):
+            peek_properties(ALI_ONS_MESSAGE_BIN[:cut])
 
 
 def test_patch_offsets_in_place() -> None:
@@ -539,6 +544,7 @@ def test_record_round_trip(fields: dict[str, Any]) -> None:
     header = peek_header(encoded)
     assert (header.total_size, header.store_timestamp) == (size, fields["store_timestamp"])
     assert peek_topic_and_properties(encoded) == (message.topic, raw_props.decode())
+    assert peek_properties(encoded) == raw_props.decode()
 
 
 @settings(max_examples=300)
@@ -549,6 +555,7 @@ def test_random_bytes_decode_or_raise_protocol_error(data: bytes, decompress: bo
         lambda: decode_records(data, decompress=decompress),
         lambda: peek_header(data),
         lambda: peek_topic_and_properties(data),
+        lambda: peek_properties(data),
     ):
         with contextlib.suppress(ProtocolError):
             decoder()
@@ -570,4 +577,7 @@ def test_mutated_records_decode_or_raise_protocol_error(
         with contextlib.suppress(ProtocolError):
             decode_records(buf, verify_crc=False, decompress=decompress)
         with contextlib.suppress(ProtocolError):
-            peek_topic_and_properties(buf)
+            _, properties = peek_topic_and_properties(buf)
+            assert peek_properties(buf) == properties  # same answer when both read it
+        with contextlib.suppress(ProtocolError):
+            peek_properties(buf)
