@@ -151,6 +151,7 @@ def serve(
     advertised = advertised_host or ("127.0.0.1" if host in _WILDCARD_HOSTS else host)
     try:
         overrides = BrokerConfig.parse_overrides(settings)
+        dataclasses.replace(BrokerConfig(data_dir=root), **overrides)  # the checks of the values
     except ValueError as exc:
         _abort(f"--set: {exc}")
     _run(
