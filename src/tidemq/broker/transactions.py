@@ -1,33 +1,311 @@
 """Transactional messages on a broker: half messages, END_TRANSACTION, check-back.
 
-Placeholder until the transaction work lands (issue #5); see hooks.TransactionHooks.
+SPEC §6; the behaviour of RocketMQ 4.9.7 (TransactionalMessageBridge,
+TransactionalMessageServiceImpl, EndTransactionProcessor), with two
+deliberate differences noted below.
+
+Half messages (`prepare`): a transactional send is stored in
+RMQ_SYS_TRANS_HALF_TOPIC queue 0 with its real topic and queue in
+REAL_TOPIC / REAL_QID, PGROUP = the producer group, the transaction sysflag
+bits cleared. No consumer subscribes to that topic, so it is out of sight.
+
+END_TRANSACTION (`end`): the half is read at the request's commit-log offset
+and must match it (producer group, queue offset, commit-log offset; Java's
+codes and remarks). Commit stores the real message and the op record in one
+append (so a crash leaves both or neither); rollback stores the op record.
+An op record (RMQ_SYS_TRANS_OP_HALF_TOPIC, tag "d", body the half's queue
+offset) says "resolved". Difference: a repeated END for a transaction already
+resolved is ignored with a log line, where Java would store a second copy.
+
+Check-back (transaction_check.py): every `transaction_check_interval_ms` the
+half queue is scanned from its progress offset; see `CheckBack`.
+
+What is resolved is kept by transaction key (UNIQ_KEY) in a `ResolvedLedger`,
+since the check-back re-appends a half on every check. The ledger is rebuilt
+at start from the op queue (op records carry the key in KEYS); both progress
+offsets (half queue, op queue) are consumer offsets of group
+CID_RMQ_SYS_TRANS, persisted with all consumer offsets. After a crash they may
+be a little old: the scan then revisits some halves, which can send an extra
+check, never store a second copy (the ledger knows what was resolved).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
 from tidemq.broker.config import BrokerConfig
+from tidemq.broker.requests import BrokerError
+from tidemq.broker.schedule import edit_properties
+from tidemq.broker.transaction_check import CheckBack
+from tidemq.broker.transaction_halves import (
+    StoredHalf,
+    committed_message,
+    decode_half,
+    op_record,
+)
+from tidemq.broker.transaction_policy import (
+    CHECK_GROUP,
+    HALF_TOPIC,
+    OP_TOPIC,
+    ResolvedLedger,
+    end_mismatch,
+    parse_op_body,
+)
+from tidemq.common import properties as props
+from tidemq.common import sysflag
 from tidemq.common.clock import Clock
+from tidemq.common.message_id import UniqueIdGenerator
+from tidemq.common.tasks import TaskSet
+from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import EndTransactionRequestHeader
-from tidemq.store.api import MessageStore, MessageToStore
+from tidemq.protocol.message_codec import decode_record
+from tidemq.store.api import MessageStore, MessageToStore, PutStatus
+
+if TYPE_CHECKING:
+    from tidemq.broker.service import BrokerService
+
+__all__ = ["BrokerTransactions", "put_failure"]
+
+log = logging.getLogger(__name__)
+
+_TIMER_KEYS = (
+    props.TIMER_DELIVER_MS,
+    props.TIMER_DELAY_MS,
+    props.TIMER_DELAY_SEC,
+    props.START_DELIVER_TIME,
+)
+_STORED = (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
+"""FLUSH_DISK_TIMEOUT: written and dispatched, only not yet known durable."""
+_REBUILD_PAGE = 256
+
+
+def put_failure(status: PutStatus, remark: str) -> BrokerError:
+    """The BrokerError for a put the store refused."""
+    if status is PutStatus.SERVICE_NOT_AVAILABLE:
+        code = ResponseCode.SERVICE_NOT_AVAILABLE
+    elif status in (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED):
+        code = ResponseCode.MESSAGE_ILLEGAL
+    else:
+        code = ResponseCode.SYSTEM_ERROR
+    return BrokerError(code, remark or f"storing failed: {status.value}")
 
 
 class BrokerTransactions:
-    """TransactionHooks over one store."""
+    """TransactionHooks over one store (see the module docstring)."""
 
-    def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock, service: object):
+    def __init__(
+        self, config: BrokerConfig, store: MessageStore, clock: Clock, service: BrokerService
+    ) -> None:
         self.config = config
         self.store = store
         self.clock = clock
         self.service = service
+        grace_ms = 2 * max(config.transaction_check_interval_ms, config.transaction_timeout_ms)
+        self.ledger = ResolvedLedger(grace_ms)
+        self.lock = asyncio.Lock()
+        """Held while one half is resolved or checked, so the two never race."""
+        self.progress = 0
+        """Next half queue offset the check-back looks at."""
+        self.check_back = CheckBack(self)
+        self._ids = UniqueIdGenerator(clock, service.store_host)
+        self._tasks = TaskSet("broker-transactions")
+
+    # -- half messages ------------------------------------------------------------
 
     def prepare(self, message: MessageToStore, producer_group: str) -> MessageToStore:
-        raise NotImplementedError
+        parsed = props.decode_properties(message.properties)
+        delay = parsed.get(props.DELAY, "").strip()
+        if delay not in ("", "0") and not delay.startswith("-"):
+            raise BrokerError(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"a transactional message cannot have a delay level (DELAY={delay}); "
+                "send it without one",
+            )
+        timer = next((key for key in _TIMER_KEYS if key in parsed), None)
+        if timer is not None:
+            raise BrokerError(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"a transactional message cannot have a delivery time ({timer}); "
+                "send it without one",
+            )
+        updates: dict[str, str | None] = {
+            props.REAL_TOPIC: message.topic,
+            props.REAL_QID: str(message.queue_id),
+        }
+        if not parsed.get(props.PGROUP):
+            updates[props.PGROUP] = producer_group
+        if not parsed.get(props.UNIQ_KEY):
+            updates[props.UNIQ_KEY] = self._ids.next_id()
+        return MessageToStore(
+            topic=HALF_TOPIC,
+            queue_id=0,
+            body=message.body,
+            properties=edit_properties(message.properties, updates),
+            flag=message.flag,
+            sys_flag=sysflag.reset_transaction_value(
+                message.sys_flag, sysflag.TRANSACTION_NOT_TYPE
+            ),
+            born_timestamp=message.born_timestamp,
+            born_host=message.born_host,
+            born_port=message.born_port,
+            reconsume_times=message.reconsume_times,
+        )
+
+    def half_at(self, commit_log_offset: int) -> StoredHalf | None:
+        """The half message stored at a commit-log offset, if that is one."""
+        if commit_log_offset < 0:
+            return None
+        raw = self.store.read_by_physical_offset(commit_log_offset)
+        if raw is None:
+            return None
+        half = decode_half(bytes(raw))
+        if half is None or half.record.commit_log_offset != commit_log_offset:
+            return None
+        return half
+
+    # -- END_TRANSACTION ------------------------------------------------------------------
 
     async def end(self, header: EndTransactionRequestHeader) -> None:
-        raise NotImplementedError
+        kind = header.commit_or_rollback
+        source = "check" if header.from_transaction_check else "producer"
+        if kind == sysflag.TRANSACTION_NOT_TYPE:
+            log.info(
+                "END_TRANSACTION from %s of %s: state unknown for %s, the check-back will ask",
+                source,
+                header.producer_group,
+                header.msg_id,
+            )
+            return
+        if kind not in (sysflag.TRANSACTION_COMMIT_TYPE, sysflag.TRANSACTION_ROLLBACK_TYPE):
+            log.warning(
+                "END_TRANSACTION for %s with commitOrRollback=%d ignored", header.msg_id, kind
+            )
+            return
+        async with self.lock:
+            half = self.half_at(header.commit_log_offset)
+            if half is None:
+                raise BrokerError(
+                    ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed"
+                )
+            remark = end_mismatch(
+                half_group=half.producer_group,
+                half_queue_offset=half.record.queue_offset,
+                half_commit_log_offset=half.record.commit_log_offset,
+                producer_group=header.producer_group,
+                tran_state_table_offset=header.tran_state_table_offset,
+                commit_log_offset=header.commit_log_offset,
+            )
+            if remark is not None:
+                raise BrokerError(ResponseCode.SYSTEM_ERROR, remark)
+            if half.key in self.ledger:
+                log.info(
+                    "END_TRANSACTION (%s) for %s of %s ignored: the transaction is resolved",
+                    "commit" if kind == sysflag.TRANSACTION_COMMIT_TYPE else "rollback",
+                    half.key,
+                    header.producer_group,
+                )
+                return
+            if kind == sysflag.TRANSACTION_COMMIT_TYPE:
+                op_offset = await self._commit(half)
+            else:
+                op_offset = await self._store_op(half)
+            self.resolved(half, op_offset)
+
+    async def _commit(self, half: StoredHalf) -> int:
+        """Store the real message and the op record together; the op's queue offset."""
+        try:
+            message = committed_message(half)
+        except ValueError as exc:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+        op = op_record(half, self.service.store_host, self.service.store_port)
+        batch = await self.store.put_messages([message, op])
+        if batch.status not in _STORED or len(batch.results) != 2:
+            raise put_failure(batch.status, batch.remark)
+        self.service.stats.record_put(message.topic, 1, len(message.body))
+        return batch.results[1].queue_offset
+
+    async def _store_op(self, half: StoredHalf) -> int:
+        op = op_record(half, self.service.store_host, self.service.store_port)
+        result = await self.store.put_message(op)
+        if result.status not in _STORED:
+            raise put_failure(result.status, result.remark)
+        return result.queue_offset
+
+    def resolved(self, half: StoredHalf, op_offset: int) -> None:
+        """Remember that `half`'s transaction has its op record at `op_offset`."""
+        self.ledger.add(
+            half.key, op_offset, self.store.max_offset(HALF_TOPIC, 0), self.clock.now_ms()
+        )
+
+    # -- progress ---------------------------------------------------------------------
+
+    def commit_progress(self) -> None:
+        """Hand both progress offsets to the consumer offsets (persisted with them)."""
+        self.ledger.prune(self.progress, self.clock.now_ms())
+        op_offset = self.ledger.first_op_offset(self.store.max_offset(OP_TOPIC, 0))
+        offsets = self.service.offsets
+        offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, self.progress)
+        offsets.commit(CHECK_GROUP, OP_TOPIC, 0, op_offset)
+
+    def _load_progress(self) -> None:
+        offsets = self.service.offsets
+        half_min = self.store.min_offset(HALF_TOPIC, 0)
+        saved = offsets.query(CHECK_GROUP, HALF_TOPIC, 0)
+        self.progress = max(saved, half_min)
+        op_start = max(offsets.query(CHECK_GROUP, OP_TOPIC, 0), self.store.min_offset(OP_TOPIC, 0))
+        self._rebuild_ledger(op_start)
+        self.ledger.prune(self.progress, self.clock.now_ms())
+
+    def _rebuild_ledger(self, op_start: int) -> None:
+        """Read the op queue from `op_start`: which transactions are resolved.
+        Their horizon is unknown, so the half queue's end now stands in (later
+        than the real one, so nothing is forgotten early)."""
+        horizon = self.store.max_offset(HALF_TOPIC, 0)
+        offset = op_start
+        end = self.store.max_offset(OP_TOPIC, 0)
+        while offset < end:
+            page = self.store.get_messages(CHECK_GROUP, OP_TOPIC, 0, offset, _REBUILD_PAGE)
+            if not page.buffers:
+                if page.next_begin_offset <= offset:
+                    break
+                offset = page.next_begin_offset
+                continue
+            for buf, queue_offset in zip(page.buffers, page.queue_offsets, strict=True):
+                resolved = self._op_entry(bytes(buf))
+                if resolved is not None:
+                    self.ledger.add(resolved[0], queue_offset, horizon, resolved[1])
+            offset = page.next_begin_offset
+        log.info("transactions: %d resolved transactions known from the op queue", len(self.ledger))
+
+    def _op_entry(self, raw: bytes) -> tuple[str, int] | None:
+        """(the transaction an op record resolves, when): its KEYS, else the key
+        read from the half its body names (op records written by others)."""
+        try:
+            record, _ = decode_record(raw)
+        except ProtocolError:
+            return None
+        key = record.properties.get(props.KEYS)
+        if key:
+            return key, record.store_timestamp
+        for half_offset in parse_op_body(record.body):
+            page = self.store.get_messages(CHECK_GROUP, HALF_TOPIC, 0, half_offset, 1)
+            if page.buffers and page.queue_offsets[0] == half_offset:
+                half = decode_half(bytes(page.buffers[0]))
+                if half is not None:
+                    return half.key, record.store_timestamp
+        return None
+
+    # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        return None
+        self._load_progress()
+        self.commit_progress()
+        self._tasks.spawn(self.check_back.run())
 
     async def stop(self) -> None:
-        return None
+        await self._tasks.cancel_all()
+        async with self.lock:
+            self.commit_progress()
