@@ -200,6 +200,10 @@ class MessageStore(Protocol):
 
     def read_by_physical_offset(self, physical_offset: int) -> memoryview | bytes | None: ...
 
+    def commitlog_max_offset(self) -> int:
+        """The physical offset after the last record (where the next one goes)."""
+        ...
+
     def query_by_key(
         self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int | None = None
     ) -> QueryResult: ...

@@ -13,6 +13,8 @@ MiB = 1 << 20
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+"""RocketMQ 5's timer topic: its tag slot holds the delivery time (TIMER_OUT_MS)."""
 
 
 class FlushMode(Enum):

@@ -439,6 +439,9 @@ class FileMessageStore:
     def read_by_physical_offset(self, physical_offset: int) -> memoryview | None:
         return self.commitlog.record_at(physical_offset)
 
+    def commitlog_max_offset(self) -> int:
+        return self.commitlog.max_offset
+
     def query_by_key(
         self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int | None = None
     ) -> QueryResult:

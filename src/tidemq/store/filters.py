@@ -13,7 +13,7 @@ from typing import Protocol
 
 from tidemq.common import properties as props
 from tidemq.common.hashing import tag_code
-from tidemq.store.config import SCHEDULE_TOPIC, parse_delay_levels
+from tidemq.store.config import SCHEDULE_TOPIC, TIMER_TOPIC, parse_delay_levels
 
 
 def make_tags_code_rule(delay_levels: str) -> Callable[[str, Mapping[str, str], int], int]:
@@ -27,6 +27,11 @@ def make_tags_code_rule(delay_levels: str) -> Callable[[str, Mapping[str, str], 
                 level = 1
             level = min(max(level, 1), len(levels))
             return store_timestamp + levels[level - 1]
+        if topic == TIMER_TOPIC:
+            try:
+                return int(properties.get(props.TIMER_OUT_MS, ""))
+            except ValueError:
+                return store_timestamp
         return tag_code(properties.get(props.TAGS))
 
     return tags_code_for

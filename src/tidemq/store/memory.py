@@ -201,6 +201,9 @@ class MemoryMessageStore:
         stored = self._records.get(physical_offset)
         return None if stored is None else stored.record
 
+    def commitlog_max_offset(self) -> int:
+        return self._next_physical
+
     def query_by_key(
         self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int | None = None
     ) -> QueryResult:
