@@ -22,8 +22,9 @@ class TimerHooks(Protocol):
         time is malformed or beyond the horizon; also when timers are disabled."""
         ...
 
-    def recall_handle(self, topic: str, message: MessageToStore, deliver_ms: int) -> str:
-        """The handle a send result carries for a parked message."""
+    def recall_handle(self, topic: str, message: MessageToStore, deliver_ms: int) -> str | None:
+        """The handle a send result carries for a parked message; None when the
+        message has no client id (UNIQ_KEY) to name it by (ali-ons sets none)."""
         ...
 
     async def recall(self, topic: str, handle: str, producer_group: str | None) -> str:

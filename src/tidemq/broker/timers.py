@@ -93,9 +93,12 @@ class BrokerTimers:
             )
         return park(message, deliver_ms), deliver_ms
 
-    def recall_handle(self, topic: str, message: MessageToStore, deliver_ms: int) -> str:
+    def recall_handle(self, topic: str, message: MessageToStore, deliver_ms: int) -> str | None:
         unique_key = props.decode_properties(message.properties).get(props.UNIQ_KEY, "")
-        return RecallHandle(topic, self.config.broker_name, deliver_ms, unique_key).encode()
+        try:
+            return RecallHandle(topic, self.config.broker_name, deliver_ms, unique_key).encode()
+        except RecallHandleError:
+            return None  # no client id (ali-ons): nothing a recall could name
 
     # -- recall ------------------------------------------------------------------
 
