@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from tidemq.client.consumer.pull_api import PullStatus, pull_message
 from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
-from tidemq.client.producer import AsyncProducer
+from tidemq.client.producer import AsyncProducer, Producer, make_message
 from tidemq.common import properties as props
 from tidemq.common.message import Message, MessageExt, MessageQueue
 from tidemq.protocol import RequestCode, ResponseCode
@@ -254,3 +255,33 @@ async def _send_recall_target(namesrv: str, queue: MessageQueue) -> str:
         )
     assert result.recall_handle is not None
     return result.recall_handle
+
+
+async def test_the_python_api_deliver_at_deliver_after_and_recall(server: ServerProcess) -> None:
+    topic = unique_name("TimerApi")
+    (queue,) = await create_topic(server.namesrv, topic, queues=1)
+    at = datetime.now(UTC) + timedelta(seconds=2)
+    async with AsyncProducer(unique_name("P"), server.namesrv) as producer:
+        by_time = await producer.send(make_message(topic, "at", deliver_at=at), queue=queue)
+        by_delay = await producer.send(
+            make_message(topic, "after", deliver_after=timedelta(seconds=1.5)), queue=queue
+        )
+        gone = await producer.send(make_message(topic, "gone", deliver_after=1.5), queue=queue)
+        assert gone.recall_handle is not None
+        assert await producer.recall(topic, gone.recall_handle) == gone.msg_id
+        with pytest.raises(ClientError) as garbled:
+            await producer.recall(topic, "not-a-handle")
+        assert garbled.value.code == ResponseCode.ILLEGAL_OPERATION
+
+    async def two() -> list[MessageExt] | None:
+        got = await read_queue(server.namesrv, queue)
+        return got if len(got) >= 2 else None
+
+    got = {m.body: m for m in await eventually(two, "the two timer messages", timeout=30)}
+    assert set(got) == {b"at", b"after"}  # "gone" is due before "at" and was recalled
+    assert got[b"at"].store_timestamp >= int(at.timestamp() * 1000)
+    assert got[b"at"].unique_key == by_time.msg_id
+    assert got[b"after"].unique_key == by_delay.msg_id
+    with Producer(unique_name("P"), server.namesrv) as blocking, pytest.raises(ClientError) as late:
+        blocking.recall(topic, by_time.recall_handle or "")
+    assert late.value.code == ResponseCode.ILLEGAL_OPERATION

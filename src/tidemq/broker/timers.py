@@ -16,10 +16,10 @@ from tidemq.broker.config import BrokerConfig
 from tidemq.broker.requests import BrokerError
 from tidemq.common import properties as props
 from tidemq.common.clock import Clock
+from tidemq.common.recall_handle import RecallHandle, RecallHandleError
 from tidemq.protocol.codes import ResponseCode
 from tidemq.store.api import BatchPutResult, MessageStore, MessageToStore
 from tidemq.timer.parking import TimerPropertyError, park, requested_deliver_ms
-from tidemq.timer.recall_handle import RecallHandle, RecallHandleError
 from tidemq.timer.service import RecallOutcome, TimerService, TimerSettings
 
 if TYPE_CHECKING:

@@ -30,6 +30,7 @@ from tidemq.client.model import (
     SendResult,
     TopicRoute,
 )
+from tidemq.client.timing import DeliverAfter, DeliverAt, timer_properties
 from tidemq.common import properties as props
 from tidemq.common import sysflag
 from tidemq.common.message import Message, MessageQueue
@@ -146,10 +147,16 @@ def make_message(
     properties: Mapping[str, str] | None = None,
     delay_level: int = 0,
     flag: int = 0,
+    deliver_at: DeliverAt | None = None,
+    deliver_after: DeliverAfter | None = None,
 ) -> Message:
     """A Message with user properties checked as Java's `putUserProperty` does:
     reserved names (TAGS, KEYS, UNIQ_KEY, ...) and separator characters are
-    refused with ValueError. A str body is encoded as UTF-8."""
+    refused with ValueError. A str body is encoded as UTF-8.
+
+    `deliver_at` (aware datetime or epoch ms) or `deliver_after` (timedelta or
+    seconds) make it a timer message (see `tidemq.client.timing`); not with a
+    delay level."""
     message = Message(topic, body.encode() if isinstance(body, str) else bytes(body), flag=flag)
     for key, value in (properties or {}).items():
         if not isinstance(key, str) or not isinstance(value, str):
@@ -169,6 +176,10 @@ def make_message(
         if not isinstance(delay_level, int) or delay_level < 0:
             raise ValueError(f"delay level must be a non-negative int, got {delay_level!r}")
         message.delay_level = delay_level
+    timer = timer_properties(deliver_at, deliver_after)
+    if timer and delay_level:
+        raise ValueError("a message has a delay level or a delivery time, not both")
+    message.properties.update(timer)
     return message
 
 
@@ -283,6 +294,8 @@ class SendCodec:
             sys_flag = sysflag.COMPRESSED
         elif type(body) is not bytes:
             body = bytes(body)
+        if properties.get(props.TRAN_MSG) == "true":
+            sys_flag |= sysflag.TRANSACTION_PREPARED_TYPE  # a half message (Java sendKernelImpl)
         if topic.startswith(RETRY_TOPIC_PREFIX):
             _retry_fields(fields, properties)
         fields["f"] = str(sys_flag)

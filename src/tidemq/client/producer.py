@@ -55,8 +55,10 @@ from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.model import SendResult, TopicRoute
 from tidemq.common.message import Message, MessageQueue
 from tidemq.common.message_id import UniqueIdGenerator, host_bytes
+from tidemq.common.recall_handle import RecallHandle, RecallHandleError
 from tidemq.common.tasks import TaskSet
-from tidemq.protocol import ResponseCode
+from tidemq.protocol import RequestCode, ResponseCode
+from tidemq.protocol.headers import RecallMessageRequestHeader, encode_header
 
 __all__ = [
     "AsyncProducer",
@@ -333,6 +335,33 @@ class AsyncProducer(GroupClient):
         """The writable queues a send to `topic` chooses from (Java fetchPublishMessageQueues)."""
         self._check_running()
         return list((await self._publish_info(topic)).queues)
+
+    async def recall(
+        self, topic: str, recall_handle: str, *, timeout_s: float | None = None
+    ) -> str:
+        """Cancel a timer message before it is due (RECALL_MESSAGE, RocketMQ 5.3):
+        `recall_handle` is its SendResult's. Returns the recalled message's id;
+        ClientError (ILLEGAL_OPERATION, 604) when it was delivered already, the
+        time has passed, or the handle is not one."""
+        self._check_running()
+        try:
+            broker_name = RecallHandle.decode(recall_handle).broker_name
+        except RecallHandleError as exc:
+            raise ClientError(f"recall failed, {exc}", ResponseCode.ILLEGAL_OPERATION) from None
+        address = await self._instance.require_master(broker_name, topic)
+        header = RecallMessageRequestHeader(
+            producer_group=self.group, topic=topic, recall_handle=recall_handle
+        )
+        timeout = self.send_timeout_s if timeout_s is None else timeout_s
+        response = await self._instance.invoke(
+            address, RequestCode.RECALL_MESSAGE, encode_header(header), timeout=timeout
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise ClientError(
+                f"recall of a message of {topic} refused: {response.remark or response.code}",
+                response.code,
+            )
+        return str(response.ext_fields.get("msgId", ""))
 
     # -- internals ----------------------------------------------------------------------
 
@@ -665,3 +694,6 @@ class Producer(BlockingClient[AsyncProducer]):
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(self._core.publish_queues(topic))
+
+    def recall(self, topic: str, recall_handle: str, *, timeout_s: float | None = None) -> str:
+        return self._run(self._core.recall(topic, recall_handle, timeout_s=timeout_s))

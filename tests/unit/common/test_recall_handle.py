@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidemq.timer.recall_handle import RecallHandle, RecallHandleError
+from tidemq.common.recall_handle import RecallHandle, RecallHandleError
 
 _word = st.text(alphabet="abcXYZ019_-%", min_size=1, max_size=12)
 
