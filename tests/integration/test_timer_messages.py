@@ -5,6 +5,9 @@ restarts (SIGTERM and kill -9 in sync flush) neither lose nor repeat a message."
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,7 +25,7 @@ from tidemq.common.message import Message, MessageExt, MessageQueue
 from tidemq.protocol import RequestCode, ResponseCode
 from tidemq.protocol.headers import RecallMessageRequestHeader, encode_header
 from tidemq.testing.client_support import create_topic
-from tidemq.testing.processes import ServerProcess, serve
+from tidemq.testing.processes import ServerProcess, serve, server_env
 from tidemq.testing.waiting import eventually, unique_name
 
 pytestmark = pytest.mark.slow
@@ -285,3 +288,42 @@ async def test_the_python_api_deliver_at_deliver_after_and_recall(server: Server
     with Producer(unique_name("P"), server.namesrv) as blocking, pytest.raises(ClientError) as late:
         blocking.recall(topic, by_time.recall_handle or "")
     assert late.value.code == ResponseCode.ILLEGAL_OPERATION
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tidemq.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=server_env(tmp_path),
+    )
+
+
+async def test_the_cli_sends_timer_messages_and_recalls_them(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    topic = unique_name("TimerCli")
+    (queue,) = await create_topic(server.namesrv, topic, queues=1)
+    ns = ("--namesrv", server.namesrv)
+    sent = _cli(tmp_path, "send", topic, "later", "--delay", "30", "--json", *ns)
+    assert sent.returncode == 0, sent.stderr
+    (row,) = json.loads(sent.stdout)
+    handle = row["recall_handle"]
+    plain = _cli(tmp_path, "send", topic, "now", *ns)
+    assert plain.returncode == 0 and "recall_handle" not in plain.stdout
+    recalled = _cli(tmp_path, "recall", topic, handle, "--json", *ns)
+    assert recalled.returncode == 0, recalled.stderr
+    assert json.loads(recalled.stdout) == {
+        "topic": topic,
+        "msg_id": row["msg_id"],
+        "recalled": True,
+    }
+    garbled = _cli(tmp_path, "recall", topic, "garbage", *ns)
+    assert garbled.returncode != 0 and "recall handle is invalid" in garbled.stderr + garbled.stdout
+    at = _cli(tmp_path, "send", topic, "at", "--deliver-at", "2000-01-01T00:00:00+00:00", *ns)
+    assert at.returncode == 0, at.stderr  # a time in the past: delivered at once
+    both = _cli(tmp_path, "send", topic, "x", "--delay", "1", "--deliver-at", "now", *ns)
+    assert both.returncode != 0 and "not both" in both.stderr
+    assert [m.body for m in await read_queue(server.namesrv, queue)] == [b"now", b"at"]

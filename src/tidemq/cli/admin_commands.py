@@ -550,6 +550,17 @@ def cluster_list(namesrv: list[str], as_json: bool) -> None:
 @click.option("--keys", default=None, help="Space-separated keys (indexed for lookups).")
 @click.option("--property", "properties", multiple=True, help="User property KEY=VALUE.")
 @click.option("--count", type=click.IntRange(1, 1_000_000), default=1, show_default=True)
+@click.option(
+    "--deliver-at",
+    default=None,
+    help="Timer message: deliver at this time (epoch ms or ISO-8601; local time if no zone).",
+)
+@click.option(
+    "--delay",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Timer message: deliver this many seconds after the broker receives it.",
+)
 @admin_options
 def send(
     topic: str,
@@ -558,33 +569,53 @@ def send(
     keys: str | None,
     properties: tuple[str, ...],
     count: int,
+    deliver_at: str | None,
+    delay: float | None,
     namesrv: list[str],
     as_json: bool,
 ) -> None:
-    """Send BODY to TOPIC (BODY "-" reads standard input); prints id, queue and offset."""
+    """Send BODY to TOPIC (BODY "-" reads standard input); prints id, queue and offset,
+    and for a timer message its recall handle (for `tidemq recall`)."""
     try:
         user_properties = parse_properties(properties)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--property") from None
+    deliver_at_ms = None
+    if deliver_at is not None:
+        if delay is not None:
+            raise click.BadParameter("give --deliver-at or --delay, not both")
+        try:
+            deliver_at_ms = parse_timestamp(deliver_at)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--deliver-at") from None
     payload = sys.stdin.buffer.read() if body == "-" else body.encode("utf-8")
 
     async def send_all(admin: AdminClient) -> list[dict[str, Any]]:
         rows = []
         for _ in range(count):
             try:
-                result = await admin.send(topic, payload, tags, keys, user_properties)
+                result = await admin.send(
+                    topic,
+                    payload,
+                    tags,
+                    keys,
+                    user_properties,
+                    deliver_at=deliver_at_ms,
+                    deliver_after=delay,
+                )
             except ValueError as exc:
                 raise AdminError(str(exc), 13) from None
-            rows.append(
-                {
-                    "msg_id": result.msg_id,
-                    "offset_msg_id": result.offset_msg_id,
-                    "broker": result.broker_name,
-                    "queue": result.queue_id,
-                    "queue_offset": result.queue_offset,
-                    "status": result.status,
-                }
-            )
+            row: dict[str, Any] = {
+                "msg_id": result.msg_id,
+                "offset_msg_id": result.offset_msg_id,
+                "broker": result.broker_name,
+                "queue": result.queue_id,
+                "queue_offset": result.queue_offset,
+                "status": result.status,
+            }
+            if result.recall_handle is not None:
+                row["recall_handle"] = result.recall_handle
+            rows.append(row)
         return rows
 
     rows = run_admin(namesrv, send_all)
@@ -593,10 +624,24 @@ def send(
         return
     # Plain lines rather than a table, so the ids are never cut at the terminal's width.
     for row in rows:
+        handle = f"  recall_handle={row['recall_handle']}" if "recall_handle" in row else ""
         click.echo(
             f"{row['status']}  msg_id={row['msg_id']}  offset_msg_id={row['offset_msg_id']}  "
-            f"queue={row['broker']}/{row['queue']}  queue_offset={row['queue_offset']}"
+            f"queue={row['broker']}/{row['queue']}  queue_offset={row['queue_offset']}{handle}"
         )
+
+
+@click.command("recall")
+@click.argument("topic")
+@click.argument("handle")
+@admin_options
+def recall(topic: str, handle: str, namesrv: list[str], as_json: bool) -> None:
+    """Cancel a timer message of TOPIC before it is due (HANDLE: from `tidemq send`)."""
+    msg_id = run_admin(namesrv, lambda admin: admin.recall(topic, handle))
+    if as_json:
+        emit({"topic": topic, "msg_id": msg_id, "recalled": True}, as_json=True)
+    else:
+        click.echo(f"recalled msg_id={msg_id} of {topic}")
 
 
 @click.command("consume")
@@ -750,6 +795,7 @@ ADMIN_COMMANDS: tuple[click.Command, ...] = (
     message_group,
     cluster_group,
     send,
+    recall,
     consume,
 )
 """Everything this module adds to the `tidemq` group."""

@@ -44,6 +44,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 from tidemq.client._base import AsyncClient
+from tidemq.client._recall import recall_answer, recall_request
 from tidemq.client._send import (
     DEFAULT_TOPIC_QUEUE_NUMS,
     SendCodec,
@@ -85,6 +86,7 @@ from tidemq.client.model import (
     broker_data_from_json,
     group_config_json,
 )
+from tidemq.client.timing import DeliverAfter, DeliverAt
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.common.message_id import UniqueIdGenerator, decode_offset_message_id
@@ -573,13 +575,26 @@ class AdminClient(AsyncClient):
         properties: Mapping[str, str] | None = None,
         *,
         flag: int = 0,
+        deliver_at: DeliverAt | None = None,
+        deliver_after: DeliverAfter | None = None,
     ) -> SendResult:
-        """Send one message to the next queue (round-robin) of `topic`.
+        """Send one message to the next queue (round-robin) of `topic`; with
+        `deliver_at` / `deliver_after` a timer message (its result carries a
+        recall handle).
 
         Reserved or malformed property names raise ValueError; an invalid
         topic, an empty or oversized body, AdminError MESSAGE_ILLEGAL (both
         before any request)."""
-        message = make_message(topic, body, tags=tags, keys=keys, properties=properties, flag=flag)
+        message = make_message(
+            topic,
+            body,
+            tags=tags,
+            keys=keys,
+            properties=properties,
+            flag=flag,
+            deliver_at=deliver_at,
+            deliver_after=deliver_after,
+        )
         try:
             prepared = self._send_codec().prepare(message)
         except ClientError as exc:
@@ -598,6 +613,24 @@ class AdminClient(AsyncClient):
         response = await self._call(address, command.code, command.ext_fields, command.body)
         try:
             return send_result(response, prepared, queue)
+        except ClientError as exc:
+            raise AdminError(exc.message, exc.code) from None
+
+    async def recall(self, topic: str, handle: str) -> str:
+        """Cancel a timer message before it is due (RECALL_MESSAGE); its msg id."""
+        try:
+            broker_name, fields = recall_request(topic, handle, None)
+        except ClientError as exc:
+            raise AdminError(exc.message, exc.code) from None
+        address = (await self.topic_route(topic)).masters().get(broker_name)
+        if address is None:
+            raise AdminError(
+                f"broker {broker_name} of the recall handle serves no queue of {topic}",
+                ResponseCode.ILLEGAL_OPERATION,
+            )
+        response = await self._call(address, RequestCode.RECALL_MESSAGE, fields)
+        try:
+            return recall_answer(response, topic)
         except ClientError as exc:
             raise AdminError(exc.message, exc.code) from None
 

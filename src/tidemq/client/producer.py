@@ -36,6 +36,7 @@ from tidemq.client._core.queue_selection import (
     select_by_sharding_key,
 )
 from tidemq.client._loop import BlockingClient
+from tidemq.client._recall import recall_answer, recall_request
 from tidemq.client._send import (
     DEFAULT_COMPRESS_OVER_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -55,10 +56,8 @@ from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.model import SendResult, TopicRoute
 from tidemq.common.message import Message, MessageQueue
 from tidemq.common.message_id import UniqueIdGenerator, host_bytes
-from tidemq.common.recall_handle import RecallHandle, RecallHandleError
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol import RequestCode, ResponseCode
-from tidemq.protocol.headers import RecallMessageRequestHeader, encode_header
 
 __all__ = [
     "AsyncProducer",
@@ -344,24 +343,13 @@ class AsyncProducer(GroupClient):
         ClientError (ILLEGAL_OPERATION, 604) when it was delivered already, the
         time has passed, or the handle is not one."""
         self._check_running()
-        try:
-            broker_name = RecallHandle.decode(recall_handle).broker_name
-        except RecallHandleError as exc:
-            raise ClientError(f"recall failed, {exc}", ResponseCode.ILLEGAL_OPERATION) from None
+        broker_name, fields = recall_request(topic, recall_handle, self.group)
         address = await self._instance.require_master(broker_name, topic)
-        header = RecallMessageRequestHeader(
-            producer_group=self.group, topic=topic, recall_handle=recall_handle
-        )
         timeout = self.send_timeout_s if timeout_s is None else timeout_s
         response = await self._instance.invoke(
-            address, RequestCode.RECALL_MESSAGE, encode_header(header), timeout=timeout
+            address, RequestCode.RECALL_MESSAGE, fields, timeout=timeout
         )
-        if response.code != ResponseCode.SUCCESS:
-            raise ClientError(
-                f"recall of a message of {topic} refused: {response.remark or response.code}",
-                response.code,
-            )
-        return str(response.ext_fields.get("msgId", ""))
+        return recall_answer(response, topic)
 
     # -- internals ----------------------------------------------------------------------
 

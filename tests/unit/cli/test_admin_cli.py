@@ -237,7 +237,7 @@ class FakeAdmin:
             QueueProgress("T", "broker-a", 1, 5, 5, 0),
         ]
 
-    async def send(self, topic: str, body: bytes, *args: object) -> SendResult:
+    async def send(self, topic: str, body: bytes, *args: object, **options: object) -> SendResult:
         return SendResult("SEND_OK", "C" * 32, "7F" * 16, topic, "broker-a", 2, 9)
 
     async def topic_status(self, topic: str) -> list[QueueStatus]:
