@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.client.consumer.pull_api import PullStatus, pull_message
-from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.producer import AsyncProducer, Producer, make_message
@@ -24,7 +22,7 @@ from tidemq.common import properties as props
 from tidemq.common.message import Message, MessageExt, MessageQueue
 from tidemq.protocol import RequestCode, ResponseCode
 from tidemq.protocol.headers import RecallMessageRequestHeader, encode_header
-from tidemq.testing.client_support import create_topic
+from tidemq.testing.client_support import create_topic, read_queue
 from tidemq.testing.processes import ServerProcess, serve, server_env
 from tidemq.testing.waiting import eventually, unique_name
 
@@ -46,31 +44,6 @@ def timer_message(topic: str, body: str, **timer: int) -> Message:
     for name, value in timer.items():
         message.properties[name] = str(value)
     return message
-
-
-async def read_queue(namesrv: str, queue: MessageQueue) -> list[MessageExt]:
-    """Everything in `queue` now, in offset order."""
-    instance = ClientInstance(ClientConfig(namesrv=namesrv))
-    spec = SubscriptionSpec.parse(queue.topic, "*", sub_version=1)
-    found: list[MessageExt] = []
-    offset = 0
-    try:
-        await instance.route(queue.topic)
-        while True:
-            result = await pull_message(
-                instance,
-                group="TimerReader",
-                mq=queue,
-                subscription=spec,
-                offset=offset,
-                suspend_ms=0,
-            )
-            if result.status is not PullStatus.FOUND:
-                return found
-            found.extend(result.messages)
-            offset = result.next_begin_offset
-    finally:
-        await instance.close()
 
 
 async def recall(namesrv: str, topic: str, handle: str) -> str:

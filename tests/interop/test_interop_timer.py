@@ -10,10 +10,8 @@ import shutil
 import pytest
 from ali_ons_harness import ScriptRunner, unique
 
-from tidemq.client.consumer.pull_api import PullStatus, pull_message
-from tidemq.client.consumer.subscription import SubscriptionSpec
-from tidemq.client.instance import ClientConfig, ClientInstance
-from tidemq.common.message import MessageExt, MessageQueue
+from tidemq.common.message import MessageExt
+from tidemq.testing.client_support import read_topic
 from tidemq.testing.waiting import eventually
 
 pytestmark = [
@@ -23,34 +21,6 @@ pytestmark = [
         reason="`node` is not installed: the ali-ons interop tests need Node.js >= 18",
     ),
 ]
-
-
-async def read_topic(namesrv: str, topic: str) -> list[MessageExt]:
-    instance = ClientInstance(ClientConfig(namesrv=namesrv))
-    spec = SubscriptionSpec.parse(topic, "*", sub_version=1)
-    found: list[MessageExt] = []
-    try:
-        route = await instance.route(topic)
-        for queue_data in route.queue_datas:
-            for queue_id in range(queue_data.read_queue_nums):
-                mq = MessageQueue(topic, queue_data.broker_name, queue_id)
-                offset = 0
-                while True:
-                    result = await pull_message(
-                        instance,
-                        group="TimerInterop",
-                        mq=mq,
-                        subscription=spec,
-                        offset=offset,
-                        suspend_ms=0,
-                    )
-                    if result.status is not PullStatus.FOUND:
-                        break
-                    found.extend(result.messages)
-                    offset = result.next_begin_offset
-    finally:
-        await instance.close()
-    return found
 
 
 async def test_start_deliver_time_from_ali_ons_is_honoured(scripts: ScriptRunner) -> None:

@@ -7,11 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tidemq.client.admin import AdminClient
+from tidemq.client.consumer.pull_api import PullStatus, pull_message
+from tidemq.client.consumer.subscription import SubscriptionSpec
+from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.producer import AsyncProducer
-from tidemq.common.message import Message, MessageQueue
+from tidemq.common.message import Message, MessageExt, MessageQueue
 from tidemq.testing.waiting import unique_name
 
-__all__ = ["create_topic", "numbered_messages", "produce"]
+__all__ = ["create_topic", "numbered_messages", "produce", "read_queue", "read_topic"]
 
 
 async def create_topic(namesrv: str, topic: str, *, queues: int = 4) -> list[MessageQueue]:
@@ -65,3 +68,37 @@ async def produce(
                 result = await producer.send_batch(chunk, queue=queue)
             assert result.status == "SEND_OK", (result.status, first)
     return [message.body.decode() for message in messages]
+
+
+async def read_queue(namesrv: str, queue: MessageQueue) -> list[MessageExt]:
+    """Everything in `queue` now, in offset order (plain pulls, no consumer group state)."""
+    return await read_topic(namesrv, queue.topic, [queue])
+
+
+async def read_topic(
+    namesrv: str, topic: str, queues: Sequence[MessageQueue] | None = None
+) -> list[MessageExt]:
+    """Everything in `queues` (default: every readable queue of `topic`) now."""
+    instance = ClientInstance(ClientConfig(namesrv=namesrv))
+    spec = SubscriptionSpec.parse(topic, "*", sub_version=1)
+    found: list[MessageExt] = []
+    try:
+        route = await instance.route(topic)
+        for mq in queues if queues is not None else sorted(route.read_queues()):
+            offset = 0
+            while True:
+                result = await pull_message(
+                    instance,
+                    group="TestReader",
+                    mq=mq,
+                    subscription=spec,
+                    offset=offset,
+                    suspend_ms=0,
+                )
+                if result.status is not PullStatus.FOUND:
+                    break
+                found.extend(result.messages)
+                offset = result.next_begin_offset
+    finally:
+        await instance.close()
+    return found
