@@ -30,6 +30,7 @@ from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.message_codec import decode_record, split_batch
 from tidemq.store.api import MessageStore, MessageToStore, PutResult, PutStatus
+from tidemq.timer.parking import TIMER_PROPERTIES
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +70,8 @@ def _has_key(properties: str, key: str) -> bool:
     return (key + props.NAME_VALUE_SEPARATOR) in properties
 
 
-_TIMER_KEYS = (
-    props.TIMER_DELIVER_MS,
-    props.TIMER_DELAY_MS,
-    props.TIMER_DELAY_SEC,
-    props.START_DELIVER_TIME,
-)
-
-
 def _has_timer_property(properties: str) -> bool:
-    return any(_has_key(properties, key) for key in _TIMER_KEYS)
+    return any(_has_key(properties, key) for key in TIMER_PROPERTIES)
 
 
 def _property(properties: str, key: str) -> str | None:

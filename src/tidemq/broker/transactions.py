@@ -63,6 +63,7 @@ from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import EndTransactionRequestHeader
 from tidemq.protocol.message_codec import decode_record
 from tidemq.store.api import MessageStore, MessageToStore, PutStatus
+from tidemq.timer.parking import TIMER_PROPERTIES
 
 if TYPE_CHECKING:
     from tidemq.broker.service import BrokerService
@@ -71,12 +72,6 @@ __all__ = ["BrokerTransactions", "put_failure"]
 
 log = logging.getLogger(__name__)
 
-_TIMER_KEYS = (
-    props.TIMER_DELIVER_MS,
-    props.TIMER_DELAY_MS,
-    props.TIMER_DELAY_SEC,
-    props.START_DELIVER_TIME,
-)
 _STORED = (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
 """FLUSH_DISK_TIMEOUT: written and dispatched, only not yet known durable."""
 _REBUILD_PAGE = 256
@@ -124,7 +119,7 @@ class BrokerTransactions:
                 f"a transactional message cannot have a delay level (DELAY={delay}); "
                 "send it without one",
             )
-        timer = next((key for key in _TIMER_KEYS if key in parsed), None)
+        timer = next((key for key in TIMER_PROPERTIES if key in parsed), None)
         if timer is not None:
             raise BrokerError(
                 ResponseCode.MESSAGE_ILLEGAL,
