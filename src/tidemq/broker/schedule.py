@@ -156,14 +156,29 @@ def delivery_message(record: MessageExt, raw_properties: str | None = None) -> M
         properties = props.encode_properties(remaining)
     else:
         properties = edit_properties(raw_properties, {props.DELAY: None})
+    return stored_again(record, real_topic, queue_id, properties)
+
+
+def stored_again(
+    record: MessageExt,
+    topic: str,
+    queue_id: int,
+    properties: str,
+    *,
+    sys_flag: int | None = None,
+) -> MessageToStore:
+    """`record` to be stored anew in `topic` / `queue_id` with `properties`:
+    body (as stored), flag, sysflag (unless given), born time and host and
+    reconsume times kept. How the delay scheduler and the transaction service
+    move a stored message to where it belongs."""
     born_host, born_port = split_address(record.born_host)
     return MessageToStore(
-        topic=real_topic,
+        topic=topic,
         queue_id=queue_id,
         body=record.body,
         properties=properties,
         flag=record.flag,
-        sys_flag=record.sys_flag,
+        sys_flag=record.sys_flag if sys_flag is None else sys_flag,
         born_timestamp=record.born_timestamp,
         born_host=born_host,
         born_port=born_port,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tidemq.broker.retry import split_address
-from tidemq.broker.schedule import edit_properties
+from tidemq.broker.schedule import edit_properties, stored_again
 from tidemq.broker.transaction_policy import HALF_TOPIC, OP_TAG, OP_TOPIC, op_body
 from tidemq.common import properties as props
 from tidemq.common import sysflag
@@ -81,29 +81,13 @@ def decode_half(buf: bytes | memoryview) -> StoredHalf | None:
     return StoredHalf(record, raw)
 
 
-def _born(record: MessageExt) -> tuple[bytes, int]:
-    return split_address(record.born_host)
-
-
 def half_copy(half: StoredHalf, times_checked: int) -> MessageToStore:
     """The half re-appended at the end of the half queue, TRANSACTION_CHECK_TIMES
     set to `times_checked` (the count lives in the commitlog, so it survives)."""
-    record = half.record
-    born_host, born_port = _born(record)
-    return MessageToStore(
-        topic=HALF_TOPIC,
-        queue_id=0,
-        body=record.body,
-        properties=edit_properties(
-            half.raw_properties, {props.TRANSACTION_CHECK_TIMES: str(times_checked)}
-        ),
-        flag=record.flag,
-        sys_flag=record.sys_flag,
-        born_timestamp=record.born_timestamp,
-        born_host=born_host,
-        born_port=born_port,
-        reconsume_times=record.reconsume_times,
+    properties = edit_properties(
+        half.raw_properties, {props.TRANSACTION_CHECK_TIMES: str(times_checked)}
     )
+    return stored_again(half.record, HALF_TOPIC, 0, properties)
 
 
 def committed_message(half: StoredHalf) -> MessageToStore:
@@ -114,20 +98,8 @@ def committed_message(half: StoredHalf) -> MessageToStore:
     ValueError when the half lacks REAL_TOPIC / REAL_QID."""
     record = half.record
     topic, queue_id = half.real_queue()
-    born_host, born_port = _born(record)
-    return MessageToStore(
-        topic=topic,
-        queue_id=queue_id,
-        body=record.body,
-        properties=half.raw_properties,
-        flag=record.flag,
-        sys_flag=sysflag.reset_transaction_value(record.sys_flag, sysflag.TRANSACTION_COMMIT_TYPE),
-        born_timestamp=record.born_timestamp,
-        born_host=born_host,
-        born_port=born_port,
-        reconsume_times=record.reconsume_times,
-        prepared_transaction_offset=record.commit_log_offset,
-    )
+    commit = sysflag.reset_transaction_value(record.sys_flag, sysflag.TRANSACTION_COMMIT_TYPE)
+    return stored_again(record, topic, queue_id, half.raw_properties, sys_flag=commit)
 
 
 def op_record(half: StoredHalf, store_host: bytes, store_port: int) -> MessageToStore:
@@ -162,7 +134,7 @@ def check_command(copy: StoredHalf) -> RemotingCommand:
         offset_msg_id=record.msg_id,
         topic=topic,
     )
-    born_host, born_port = _born(record)
+    born_host, born_port = split_address(record.born_host)
     store_host, store_port = split_address(record.store_host)
     body = encode_record(
         topic.encode(),
