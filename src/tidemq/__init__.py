@@ -34,6 +34,12 @@ _EXPORTS: dict[str, str] = {
     "Producer": "tidemq.client.producer",
     "make_message": "tidemq.client.producer",
     "MessageQueueSelector": "tidemq.client.producer",
+    # transactional messages
+    "AsyncTransactionProducer": "tidemq.client.transaction",
+    "TransactionProducer": "tidemq.client.transaction",
+    "TransactionListener": "tidemq.client.transaction",
+    "LocalTransactionState": "tidemq.client.transaction",
+    "TransactionSendResult": "tidemq.client.transaction",
     # consumers
     "AsyncPushConsumer": "tidemq.client.consumer.push",
     "PushConsumer": "tidemq.client.consumer.push",
@@ -65,6 +71,7 @@ __all__ = [
     "AsyncLitePullConsumer",
     "AsyncProducer",
     "AsyncPushConsumer",
+    "AsyncTransactionProducer",
     "Averagely",
     "AveragelyByCircle",
     "ByConfig",
@@ -79,6 +86,7 @@ __all__ = [
     "ConsumeOrderlyStatus",
     "ConsumeStatus",
     "LitePullConsumer",
+    "LocalTransactionState",
     "MachineRoomNearby",
     "Message",
     "MessageExt",
@@ -89,6 +97,9 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SubscriptionSpec",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "__version__",
     "make_message",
 ]
@@ -120,6 +131,13 @@ if TYPE_CHECKING:
     from tidemq.client.instance import ClientConfig
     from tidemq.client.model import SendResult
     from tidemq.client.producer import AsyncProducer, MessageQueueSelector, Producer, make_message
+    from tidemq.client.transaction import (
+        AsyncTransactionProducer,
+        LocalTransactionState,
+        TransactionListener,
+        TransactionProducer,
+        TransactionSendResult,
+    )
     from tidemq.common.message import Message, MessageExt, MessageQueue
 
 

@@ -19,8 +19,9 @@ Background work, each an owned task:
 
 Requests from brokers: NOTIFY_CONSUMER_IDS_CHANGED makes the group's consumer
 rebalance at once; RESET_CONSUMER_CLIENT_OFFSET and GET_CONSUMER_RUNNING_INFO
-go to the consumer if it implements them; anything else is answered
-REQUEST_CODE_NOT_SUPPORTED.
+go to the consumer if it implements them; CHECK_TRANSACTION_STATE goes to
+the producer of the message's group (PGROUP) if it checks transactions
+(`TransactionChecker`); anything else is answered REQUEST_CODE_NOT_SUPPORTED.
 """
 
 from __future__ import annotations
@@ -49,17 +50,22 @@ from tidemq.client._wire import (
 )
 from tidemq.client.errors import ClientError
 from tidemq.client.model import MASTER_ID, TopicRoute
+from tidemq.common import properties as props
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
-from tidemq.common.message import MessageQueue
+from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol import RemotingCommand, RequestCode, ResponseCode
+from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import (
+    CheckTransactionStateRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetRouteInfoRequestHeader,
     UnregisterClientRequestHeader,
+    decode_header,
     encode_header,
 )
 from tidemq.protocol.heartbeat import ConsumerData, HeartbeatData
+from tidemq.protocol.message_codec import decode_record
 from tidemq.transport.client import RemotingClient
 from tidemq.transport.connection import Connection
 from tidemq.transport.server import not_supported
@@ -69,6 +75,7 @@ __all__ = [
     "ClientInstance",
     "ConsumerMember",
     "ProducerMember",
+    "TransactionChecker",
     "local_ip",
 ]
 
@@ -113,7 +120,8 @@ class ClientConfig:
 
 
 class ProducerMember(Protocol):
-    """What a ClientInstance needs of a producer registered with it."""
+    """What a ClientInstance needs of a producer registered with it (a
+    transactional producer also implements `TransactionChecker`)."""
 
     @property
     def group(self) -> str: ...
@@ -140,6 +148,21 @@ class ConsumerMember(Protocol):
     def rebalance_soon(self) -> None:
         """Called on NOTIFY_CONSUMER_IDS_CHANGED: rebalance now, not at the next tick."""
         ...
+
+
+@runtime_checkable
+class TransactionChecker(Protocol):
+    """Producers that answer CHECK_TRANSACTION_STATE (transactional producers).
+
+    Called on the loop with the address of the asking broker; it must not
+    block: the answer (END_TRANSACTION, fromTransactionCheck) goes later."""
+
+    def check_transaction_state(
+        self,
+        broker_address: str,
+        message: MessageExt,
+        header: CheckTransactionStateRequestHeader,
+    ) -> None: ...
 
 
 @runtime_checkable
@@ -510,7 +533,40 @@ class ClientInstance:
                 )
             body = _json_bytes(running_info())
             return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self._check_transaction_state(request, self._address_of(connection))
+            return None
         return not_supported(request)
+
+    def _address_of(self, connection: Connection) -> str:
+        """The pool address of `connection` (so an answer goes back on it), else its peer."""
+        for address, pooled in self._remoting.connections.items():
+            if pooled is connection:
+                return address
+        host, port = connection.remote
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def _check_transaction_state(self, request: RemotingCommand, broker_address: str) -> None:
+        """Hand a broker's transaction check to the producer of the half's group
+        (PGROUP); a malformed check or an unknown group is logged and ignored."""
+        try:
+            header = decode_header(CheckTransactionStateRequestHeader, request.ext_fields or {})
+            message, _ = decode_record(request.body, decompress=True)
+        except (ProtocolError, ValueError, TypeError) as exc:
+            log.warning("%s: malformed CHECK_TRANSACTION_STATE ignored: %s", self.client_id, exc)
+            return
+        group = message.properties.get(props.PGROUP, "")
+        producer: object = self._producers.get(group)
+        if not isinstance(producer, TransactionChecker):
+            log.info(
+                "%s: transaction check of %s for producer group %r ignored: no "
+                "transactional producer of that group here",
+                self.client_id,
+                header.transaction_id or message.msg_id,
+                group,
+            )
+            return
+        producer.check_transaction_state(broker_address, message, header)
 
 
 def _reset_offset_table(body: bytes) -> dict[MessageQueue, int]:
