@@ -55,6 +55,11 @@ class BrokerConfig:
     """How often unresolved half messages are checked back (transactionCheckInterval)."""
     transaction_check_max: int = 15
     """Check-backs before a half message is discarded (transactionCheckMax)."""
+    grpc_port: int | None = None
+    """The apache.rocketmq.v2 gRPC endpoint's port; None: no endpoint, 0: any free port."""
+    grpc_tls_cert: str | None = None
+    """PEM certificate for the gRPC endpoint; with `grpc_tls_key`, it speaks TLS only."""
+    grpc_tls_key: str | None = None
     max_in_flight_per_connection: int = 1024
     commitlog_file_size: int | None = None
     """None keeps the store default (1 GiB); tests use smaller files."""
@@ -127,7 +132,18 @@ class BrokerConfig:
         return f"{self.advertised_host}:{self.listen_port}"
 
 
-_NOT_SETTABLE = frozenset({"data_dir", "extra", "namesrv_addrs", "listen_host", "listen_port"})
+_NOT_SETTABLE = frozenset(
+    {
+        "data_dir",
+        "extra",
+        "namesrv_addrs",
+        "listen_host",
+        "listen_port",
+        "grpc_port",
+        "grpc_tls_cert",
+        "grpc_tls_key",
+    }
+)
 """Set by serve's own options."""
 
 

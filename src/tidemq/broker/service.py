@@ -39,6 +39,7 @@ from tidemq.broker.groups import SubscriptionGroupConfig, SubscriptionGroupManag
 from tidemq.broker.hooks import TimerHooks, TransactionHooks
 from tidemq.broker.locks import QueueLockManager
 from tidemq.broker.long_polling import LongPollingService
+from tidemq.broker.pop.api import PopHooks
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.requests import (
     MASTER_ID,
@@ -152,6 +153,8 @@ class BrokerService(BrokerAdmin, BrokerSender):
         """Timer messages (set by the app); None refuses nothing but parks nothing."""
         self.transactions: TransactionHooks | None = None
         """Transactional messages (set by the app); None refuses half messages."""
+        self.pop: PopHooks | None = None
+        """POP consumption (set by the app); None refuses pops."""
         self.sql_filter_factory: Callable[[str], MessageFilter] | None = None
         """Builds SQL92 filters when set; without it SQL92 pulls are refused (as Java)."""
         self.group_change_listeners: list[Callable[[str, list[ClientChannel]], None]] = []
