@@ -39,8 +39,8 @@ from tidemq.broker.groups import SubscriptionGroupConfig, SubscriptionGroupManag
 from tidemq.broker.hooks import TimerHooks, TransactionHooks
 from tidemq.broker.locks import QueueLockManager
 from tidemq.broker.long_polling import LongPollingService
-from tidemq.broker.pop.api import PopHooks
 from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.pop.api import PopHooks
 from tidemq.broker.requests import (
     MASTER_ID,
     BrokerError,
