@@ -45,6 +45,9 @@ _EXPORTS: dict[str, str] = {
     "PushConsumer": "tidemq.client.consumer.push",
     "AsyncLitePullConsumer": "tidemq.client.consumer.lite_pull",
     "LitePullConsumer": "tidemq.client.consumer.lite_pull",
+    "AsyncSimpleConsumer": "tidemq.client.consumer.simple",
+    "SimpleConsumer": "tidemq.client.consumer.simple",
+    "ReceivedMessage": "tidemq.client.consumer.simple",
     "ConsumeStatus": "tidemq.client.consumer.listener",
     "ConsumeOrderlyStatus": "tidemq.client.consumer.listener",
     "ConsumeConcurrentlyContext": "tidemq.client.consumer.listener",
@@ -71,6 +74,7 @@ __all__ = [
     "AsyncLitePullConsumer",
     "AsyncProducer",
     "AsyncPushConsumer",
+    "AsyncSimpleConsumer",
     "AsyncTransactionProducer",
     "Averagely",
     "AveragelyByCircle",
@@ -95,7 +99,9 @@ __all__ = [
     "MessageQueueSelector",
     "Producer",
     "PushConsumer",
+    "ReceivedMessage",
     "SendResult",
+    "SimpleConsumer",
     "SubscriptionSpec",
     "TransactionListener",
     "TransactionProducer",
@@ -126,6 +132,7 @@ if TYPE_CHECKING:
     )
     from tidemq.client.consumer.lite_pull import AsyncLitePullConsumer, LitePullConsumer
     from tidemq.client.consumer.push import AsyncPushConsumer, PushConsumer
+    from tidemq.client.consumer.simple import AsyncSimpleConsumer, ReceivedMessage, SimpleConsumer
     from tidemq.client.consumer.subscription import SubscriptionSpec
     from tidemq.client.errors import ClientError
     from tidemq.client.instance import ClientConfig

@@ -34,6 +34,7 @@ from typing import Any
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.handlers import HANDLED_CODES, BrokerHandlers, encode_json
+from tidemq.broker.pop.engine import BrokerPop
 from tidemq.broker.schedule import DelayScheduler
 from tidemq.broker.service import BrokerService
 from tidemq.broker.sql_filter import sql92_message_filter
@@ -126,6 +127,7 @@ class Broker:
         self.scheduler: DelayScheduler | None = None
         self.timers: BrokerTimers | None = None
         self.transactions: BrokerTransactions | None = None
+        self.pop: BrokerPop | None = None
         self._namesrv = RemotingClient(name=f"broker-{config.broker_name}-namesrv")
         self._tasks: set[asyncio.Task[None]] = set()
         self._register_now: asyncio.Event | None = None
@@ -231,12 +233,15 @@ class Broker:
         service.timers = self.timers
         self.transactions = BrokerTransactions(config, self.store, self.clock, service)
         service.transactions = self.transactions
+        self.pop = BrokerPop(config, self.store, self.clock, service)
+        service.pop = self.pop
         self._service = service
         self._register_now = asyncio.Event()
         gate.open(BrokerHandlers(service).table())
         await self.scheduler.start()
         await self.timers.start()
         await self.transactions.start()
+        await self.pop.start()
 
     async def stop(self, grace: float = 5.0) -> None:
         """Shut down in the documented order; safe to call twice."""
@@ -254,6 +259,8 @@ class Broker:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.scheduler is not None:
             await self.scheduler.stop()
+        if self.pop is not None:
+            await self.pop.stop()
         if self.transactions is not None:
             await self.transactions.stop()
         if self.timers is not None:

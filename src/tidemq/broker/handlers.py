@@ -64,6 +64,7 @@ from typing import Any
 
 from tidemq.broker.consumers import ClientChannel
 from tidemq.broker.groups import SubscriptionGroupConfig
+from tidemq.broker.pop.handlers import PopHandlers
 from tidemq.broker.service import (
     BrokerError,
     BrokerService,
@@ -196,6 +197,10 @@ _METHODS: dict[int, str] = {
     RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: "get_subscription_group_config",
     RequestCode.END_TRANSACTION: "end_transaction",
     RequestCode.RECALL_MESSAGE: "recall_message",
+    RequestCode.POP_MESSAGE: "pop_message",
+    RequestCode.ACK_MESSAGE: "ack_message",
+    RequestCode.BATCH_ACK_MESSAGE: "batch_ack_message",
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: "change_invisible_time",
 }
 HANDLED_CODES = frozenset(int(code) for code in _METHODS)
 """Every request code the broker answers (the rest: REQUEST_CODE_NOT_SUPPORTED)."""
@@ -203,7 +208,7 @@ HANDLED_CODES = frozenset(int(code) for code in _METHODS)
 _Method = Callable[[RemotingCommand, Connection], Awaitable[RemotingCommand | None]]
 
 
-class BrokerHandlers:
+class BrokerHandlers(PopHandlers):
     """The broker's request-code table over one BrokerService."""
 
     def __init__(self, service: BrokerService) -> None:
