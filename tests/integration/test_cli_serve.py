@@ -71,7 +71,17 @@ def poll(check: Callable[[], T | None], what: str, deadline_s: float = 20.0) -> 
 
 
 def serve_args(data: Path) -> list[str]:
-    return ["serve", "--data-dir", str(data), "--namesrv-port", "0", "--broker-port", "0"]
+    return [
+        "serve",
+        "--data-dir",
+        str(data),
+        "--namesrv-port",
+        "0",
+        "--broker-port",
+        "0",
+        "--grpc-port",
+        "0",
+    ]
 
 
 def test_standalone_server_and_every_admin_command(tmp_path: Path) -> None:

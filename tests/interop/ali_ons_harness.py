@@ -29,7 +29,9 @@ JS_DIR = Path(__file__).resolve().parent / "js"
 NODE_MODULES = REPO / "interop" / "node_modules"
 ALI_ONS_PACKAGE = NODE_MODULES / "ali-ons" / "package.json"
 
-READY_LINE = re.compile(r"^tidemq ready namesrv=(?P<namesrv>\S+) broker=(?P<broker>\S+)\s*$")
+READY_LINE = re.compile(
+    r"^tidemq ready namesrv=(?P<namesrv>\S+) broker=(?P<broker>\S+)(?: grpc=(?P<grpc>\S+))?\s*$"
+)
 SERVER_START_TIMEOUT = 30.0
 SERVER_STOP_TIMEOUT = 10.0
 CLI_TIMEOUT = 30.0
@@ -99,6 +101,8 @@ class TidemqServer:
             "--namesrv-port",
             "0",
             "--broker-port",
+            "0",
+            "--grpc-port",
             "0",
         ]
         self.command = command

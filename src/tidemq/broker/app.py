@@ -41,6 +41,7 @@ from tidemq.broker.sql_filter import sql92_message_filter
 from tidemq.broker.timers import BrokerTimers
 from tidemq.broker.transactions import BrokerTransactions
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
+from tidemq.grpc.server import GrpcEndpoint
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import (
@@ -128,6 +129,7 @@ class Broker:
         self.timers: BrokerTimers | None = None
         self.transactions: BrokerTransactions | None = None
         self.pop: BrokerPop | None = None
+        self.grpc: GrpcEndpoint | None = None
         self._namesrv = RemotingClient(name=f"broker-{config.broker_name}-namesrv")
         self._tasks: set[asyncio.Task[None]] = set()
         self._register_now: asyncio.Event | None = None
@@ -149,6 +151,13 @@ class Broker:
         if self.server is None:
             raise RuntimeError("the broker is not started")
         return self.server.port
+
+    @property
+    def grpc_address(self) -> str | None:
+        """ "host:port" of the gRPC endpoint, None when it is off."""
+        if self.grpc is None:
+            return None
+        return f"{self.config.advertised_host}:{self.grpc.port}"
 
     @property
     def address(self) -> str:
@@ -180,6 +189,20 @@ class Broker:
             if self.store is not None:
                 await asyncio.to_thread(self.store.close)
             raise
+        if config.grpc_port is not None:
+            self.grpc = GrpcEndpoint(
+                self.service,
+                config.listen_host,
+                config.grpc_port,
+                tls_cert=config.grpc_tls_cert,
+                tls_key=config.grpc_tls_key,
+            )
+            try:
+                await self.grpc.start()
+            except BaseException:
+                self._stopped = False
+                await self.stop(0.5)
+                raise
         await self.register_all()
         self._spawn(self._register_loop(), "register")
         self._spawn(
@@ -251,6 +274,8 @@ class Broker:
         service = self._service
         if service is not None:
             service.long_polling.wake_all()
+        if self.grpc is not None:
+            await self.grpc.stop(min(grace, 2.0))
         if self.server is not None:
             await self.server.stop(grace)
         tasks, self._tasks = set(self._tasks), set()

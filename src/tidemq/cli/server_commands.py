@@ -7,11 +7,13 @@ flushes and checkpoints the store and unregisters; then the name server
 stops) and exits 0. Once everything listens, one line goes to stdout and is
 flushed, for scripts and tests to wait on:
 
-    tidemq ready namesrv=HOST:PORT broker=HOST:PORT      (serve)
-    tidemq ready namesrv=HOST:PORT                       (namesrv)
-    tidemq ready broker=HOST:PORT name=NAME cluster=C    (broker)
+    tidemq ready namesrv=HOST:PORT broker=HOST:PORT grpc=HOST:PORT      (serve)
+    tidemq ready namesrv=HOST:PORT                                      (namesrv)
+    tidemq ready broker=HOST:PORT name=NAME cluster=C [grpc=HOST:PORT]  (broker)
 
-Port 0 picks a free port; the ready line shows the real one.
+Port 0 picks a free port; the ready line shows the real one. `grpc=` is
+there when the RocketMQ 5 gRPC endpoint is served (serve: port 8081 unless
+--no-grpc; broker: with --grpc-port or the config's grpc_port).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -93,6 +95,32 @@ def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 # -- tidemq serve -----------------------------------------------------------------------
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def tls_options(command: F) -> F:
+    """--tls-cert/--tls-key: the gRPC endpoint speaks TLS only with both."""
+    path = click.Path(path_type=Path, dir_okay=False, exists=True)
+    command = click.option(
+        "--tls-key", type=path, default=None, help="PEM private key for --tls-cert."
+    )(command)
+    return click.option(
+        "--tls-cert",
+        type=path,
+        default=None,
+        help="PEM certificate: the gRPC endpoint speaks TLS (see `tidemq cert`).",
+    )(command)
+
+
+def _grpc_settings(port: int | None, tls_cert: Path | None, tls_key: Path | None) -> dict[str, Any]:
+    if (tls_cert is None) != (tls_key is None):
+        _abort("--tls-cert and --tls-key go together")
+    return {
+        "grpc_port": port,
+        "grpc_tls_cert": str(tls_cert) if tls_cert else None,
+        "grpc_tls_key": str(tls_key) if tls_key else None,
+    }
+
 
 @click.command("serve")
 @click.option(
@@ -115,6 +143,15 @@ def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     show_default=True,
     help="0 picks a free port.",
 )
+@click.option(
+    "--grpc-port",
+    type=click.IntRange(0, 65535),
+    default=8081,
+    show_default=True,
+    help="The RocketMQ 5 gRPC endpoint (official 5.x clients); 0 picks a free port.",
+)
+@click.option("--no-grpc", is_flag=True, help="Do not serve the gRPC endpoint.")
+@tls_options
 @click.option(
     "--flush",
     type=click.Choice(["async", "sync"]),
@@ -141,6 +178,10 @@ def serve(
     data_dir: Path | None,
     namesrv_port: int,
     broker_port: int,
+    grpc_port: int,
+    no_grpc: bool,
+    tls_cert: Path | None,
+    tls_key: Path | None,
     flush: str,
     host: str,
     advertised_host: str | None,
@@ -154,6 +195,7 @@ def serve(
         dataclasses.replace(BrokerConfig(data_dir=root), **overrides)  # the checks of the values
     except ValueError as exc:
         _abort(f"--set: {exc}")
+    overrides.update(_grpc_settings(None if no_grpc else grpc_port, tls_cert, tls_key))
     _run(
         lambda: _serve(
             root, host, advertised, namesrv_port, broker_port, FlushMode(flush), overrides
@@ -191,8 +233,9 @@ async def _serve(
             broker = Broker(config)
             await _start("broker", f"{host}:{broker_port}", broker.start)
             try:
-                _banner(namesrv_address, broker.address, config)
-                _ready(namesrv=namesrv_address, broker=broker.address)
+                _banner(namesrv_address, broker.address, config, broker.grpc_address)
+                grpc_field = {"grpc": broker.grpc_address} if broker.grpc_address else {}
+                _ready(namesrv=namesrv_address, broker=broker.address, **grpc_field)
                 await stop.wait()
             finally:
                 await broker.stop()
@@ -200,8 +243,16 @@ async def _serve(
             await namesrv.stop()
 
 
-def _banner(namesrv: str, broker: str, config: BrokerConfig) -> None:
+def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -> None:
     flag = "" if namesrv == "127.0.0.1:9876" else f" --namesrv {namesrv}"
+    tls = " (TLS)" if config.grpc_tls_cert else ""
+    grpc_lines = (
+        "RocketMQ 5 clients (official Python/Node, gRPC) connect to the endpoint:\n"
+        f'  Python: ClientConfiguration("{grpc}", Credentials()){tls}\n'
+        f"  Node:   endpoints: '{grpc}'\n\n"
+        if grpc
+        else ""
+    )
     console.print(
         f"[bold]tidemq {__version__}[/] standalone server\n"
         f"  name server  [bold]{namesrv}[/]\n"
@@ -218,7 +269,7 @@ def _banner(namesrv: str, broker: str, config: BrokerConfig) -> None:
         "RocketMQ clients connect through the name server:\n"
         f"  ali-ons (Node.js):  nameSrv: '{namesrv}'\n"
         f'  Java:               producer.setNamesrvAddr("{namesrv}")\n'
-        "\n"
+        "\n" + grpc_lines + ""
         "Stop with Ctrl-C (or SIGTERM); the data stays.",
         highlight=False,
         soft_wrap=True,
@@ -266,12 +317,25 @@ async def _namesrv(host: str, port: int) -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     required=True,
     help="JSON file whose keys are BrokerConfig fields (broker_name, listen_port, "
-    "namesrv_addrs, data_dir, ...). Topics are not auto-created unless it says so.",
+    "namesrv_addrs, data_dir, grpc_port, ...). Topics are not auto-created unless it says so.",
 )
-def broker(config_path: Path) -> None:
+@click.option(
+    "--grpc-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve the RocketMQ 5 gRPC endpoint on this port (0: a free one); "
+    "default: the config's grpc_port, else none.",
+)
+@tls_options
+def broker(
+    config_path: Path, grpc_port: int | None, tls_cert: Path | None, tls_key: Path | None
+) -> None:
     """Run one broker registering with the name servers of its config (cluster mode)."""
     try:
         config = BrokerConfig.from_file(config_path)
+        if grpc_port is not None or tls_cert is not None:
+            port = grpc_port if grpc_port is not None else config.grpc_port
+            config = dataclasses.replace(config, **_grpc_settings(port, tls_cert, tls_key))
     except OSError as exc:
         _abort(f"cannot read {config_path}: {exc.strerror or exc}")
     except json.JSONDecodeError as exc:
@@ -289,7 +353,13 @@ async def _broker(config: BrokerConfig) -> None:
         server = Broker(config)
         await _start("broker", f"{config.listen_host}:{config.listen_port}", server.start)
         try:
-            _ready(broker=server.address, name=config.broker_name, cluster=config.cluster_name)
+            grpc_field = {"grpc": server.grpc_address} if server.grpc_address else {}
+            _ready(
+                broker=server.address,
+                name=config.broker_name,
+                cluster=config.cluster_name,
+                **grpc_field,
+            )
             await stop.wait()
         finally:
             await server.stop()

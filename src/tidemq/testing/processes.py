@@ -101,6 +101,11 @@ class ServerProcess:
     def broker(self) -> str:
         return self.ready["broker"]
 
+    @property
+    def grpc(self) -> str:
+        """The gRPC endpoint ("host:port") of a `serve` process."""
+        return self.ready["grpc"]
+
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Send `sig` and wait for the exit code."""
         self.popen.send_signal(sig)
@@ -154,6 +159,8 @@ def serve_args(
         str(broker_port),
         "--flush",
         flush,
+        "--grpc-port",
+        "0",
     ]
     for key, value in (settings or {}).items():
         args += ["--set", f"{key}={value}"]

@@ -1,0 +1,276 @@
+"""apache.rocketmq.v2 messages <-> tidemq's records: pure functions, no I/O.
+
+The gRPC front door is a translation: a v2 `Message` becomes the same
+properties a remoting producer would send (TAGS, KEYS, UNIQ_KEY, the message
+group as `__SHARDINGKEY`, the delivery time as TIMER_DELIVER_MS, TRAN_MSG and
+PGROUP for a half message), so every broker rule applies once; a stored
+record becomes a delivered `Message` with what the official clients need
+(body encoding IDENTITY, an MD5 digest, a receipt handle, delivery attempt
+>= 1). Broker refusals map to v2 `Code`s here.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
+from tidemq.broker.pop.api import ReceiptHandleError
+from tidemq.broker.requests import BrokerError
+from tidemq.common import properties as props
+from tidemq.common.message import MessageExt
+from tidemq.common.message_id import decode_offset_message_id
+from tidemq.protocol.codes import ResponseCode
+
+Code = pb.Code
+MessageType = pb.MessageType
+
+SYSTEM_KEYS = frozenset(
+    {
+        props.TAGS,
+        props.KEYS,
+        props.UNIQ_KEY,
+        props.SHARDING_KEY,
+        props.TIMER_DELIVER_MS,
+        props.TRAN_MSG,
+        props.PGROUP,
+        props.RETRY_TOPIC,
+        props.RECONSUME_TIME,
+        props.ORIGIN_MESSAGE_ID,
+        props.MAX_RECONSUME_TIMES,
+        props.REAL_TOPIC,
+        props.REAL_QID,
+        props.WAIT,
+        props.DELAY,
+        "CLUSTER",
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "TIMER_ENQUEUE_MS",
+        "TIMER_DEQUEUE_MS",
+        "TIMER_SOURCE_OFFSET",
+        "TIMER_OUT_MS",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+        "TRANSACTION_CHECK_TIMES",
+        "__STARTDELIVERTIME",
+        "BORN_HOST",
+    }
+)
+"""Properties the broker or the v2 system properties own; the rest are user properties."""
+
+
+class ConvertError(Exception):
+    """A request the v2 rules refuse before the broker sees it."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def status(code: int = Code.OK, message: str = "OK") -> pb.Status:
+    return pb.Status(code=code, message=message)
+
+
+def millis_of(timestamp: Timestamp) -> int:
+    return timestamp.seconds * 1000 + timestamp.nanos // 1_000_000
+
+
+def timestamp_of(ms: int) -> Timestamp:
+    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def duration_ms(duration: Duration) -> int:
+    return duration.seconds * 1000 + duration.nanos // 1_000_000
+
+
+def duration_of(ms: int) -> Duration:
+    return Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+# -- send ------------------------------------------------------------------------------
+
+
+def message_type_of(message: pb.Message) -> int:
+    """The type the client declared, or the one its fields imply."""
+    system = message.system_properties
+    if system.message_type:
+        return int(system.message_type)
+    if system.HasField("message_group"):
+        return MessageType.FIFO
+    if system.HasField("delivery_timestamp"):
+        return MessageType.DELAY
+    return MessageType.NORMAL
+
+
+def send_properties(message: pb.Message, producer_group: str) -> dict[str, str]:
+    """The remoting properties of a v2 message (what the broker stores)."""
+    system = message.system_properties
+    properties = {k: v for k, v in message.user_properties.items() if k not in SYSTEM_KEYS}
+    if system.HasField("tag") and system.tag:
+        properties[props.TAGS] = system.tag
+    if system.keys:
+        properties[props.KEYS] = props.KEY_SEPARATOR.join(system.keys)
+    if system.message_id:
+        properties[props.UNIQ_KEY] = system.message_id
+    kind = message_type_of(message)
+    if kind == MessageType.FIFO:
+        if not system.message_group:
+            raise ConvertError(Code.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
+        properties[props.SHARDING_KEY] = system.message_group
+    elif system.HasField("message_group"):
+        raise ConvertError(
+            Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            f"a message group is only allowed on FIFO messages, not {MessageType.Name(kind)}",
+        )
+    if kind == MessageType.DELAY:
+        if not system.HasField("delivery_timestamp"):
+            raise ConvertError(
+                Code.ILLEGAL_DELIVERY_TIME, "a DELAY message needs a delivery timestamp"
+            )
+        properties[props.TIMER_DELIVER_MS] = str(millis_of(system.delivery_timestamp))
+    elif system.HasField("delivery_timestamp"):
+        raise ConvertError(
+            Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            f"a delivery timestamp is only allowed on DELAY messages, not {MessageType.Name(kind)}",
+        )
+    if kind == MessageType.TRANSACTION:
+        properties[props.TRAN_MSG] = "true"
+        properties[props.PGROUP] = producer_group
+    if kind not in (
+        MessageType.NORMAL,
+        MessageType.FIFO,
+        MessageType.DELAY,
+        MessageType.TRANSACTION,
+    ):
+        raise ConvertError(
+            Code.UNSUPPORTED, f"message type {MessageType.Name(kind)} is not supported"
+        )
+    return properties
+
+
+def encode_transaction_id(offset_msg_id: str, queue_offset: int, message_id: str) -> str:
+    """What EndTransaction needs to find the half message, as one opaque text."""
+    raw = f"{offset_msg_id} {queue_offset} {message_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_transaction_id(text: str) -> tuple[int, int, str]:
+    """(commit-log offset, queue offset, message id); ConvertError if forged."""
+    try:
+        padded = text + "=" * (-len(text) % 4)
+        offset_msg_id, queue_offset, message_id = (
+            base64.urlsafe_b64decode(padded.encode()).decode().split(" ")
+        )
+        _, _, commit_log_offset = decode_offset_message_id(offset_msg_id)
+        return commit_log_offset, int(queue_offset), message_id
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConvertError(
+            Code.INVALID_TRANSACTION_ID, f"transaction id {text!r} is invalid: {exc}"
+        ) from None
+
+
+# -- deliver ---------------------------------------------------------------------------
+
+
+def delivered_type(record: MessageExt) -> int:
+    properties = record.properties
+    if properties.get(props.SHARDING_KEY):
+        return MessageType.FIFO
+    if properties.get(props.TIMER_DELIVER_MS) or properties.get("__STARTDELIVERTIME"):
+        return MessageType.DELAY
+    if properties.get(props.TRAN_MSG) == "true":
+        return MessageType.TRANSACTION
+    return MessageType.NORMAL
+
+
+def delivered_message(
+    record: MessageExt,
+    topic: str,
+    *,
+    receipt_handle: str | None = None,
+    delivery_attempt: int = 1,
+    invisible_ms: int | None = None,
+) -> pb.Message:
+    """A stored record as the official clients expect a delivered message."""
+    properties = record.properties
+    system = pb.SystemProperties(
+        message_id=properties.get(props.UNIQ_KEY) or record.msg_id,
+        body_encoding=pb.Encoding.IDENTITY,
+        body_digest=pb.Digest(
+            type=pb.DigestType.MD5, checksum=hashlib.md5(record.body).hexdigest().upper()
+        ),
+        message_type=delivered_type(record),
+        born_timestamp=timestamp_of(record.born_timestamp),
+        born_host=record.born_host.rsplit(":", 1)[0],
+        store_timestamp=timestamp_of(record.store_timestamp),
+        store_host=record.store_host,
+        queue_id=record.queue_id,
+        queue_offset=record.queue_offset,
+        delivery_attempt=max(1, delivery_attempt),
+    )
+    tags = properties.get(props.TAGS)
+    if tags:
+        system.tag = tags
+    system.keys.extend(record.keys)
+    group = properties.get(props.SHARDING_KEY)
+    if group:
+        system.message_group = group
+    deliver_ms = properties.get(props.TIMER_DELIVER_MS)
+    if deliver_ms and deliver_ms.isdigit():
+        system.delivery_timestamp.CopyFrom(timestamp_of(int(deliver_ms)))
+    if receipt_handle is not None:
+        system.receipt_handle = receipt_handle
+    if invisible_ms is not None:
+        system.invisible_duration.CopyFrom(duration_of(invisible_ms))
+    return pb.Message(
+        topic=pb.Resource(name=topic),
+        user_properties=user_properties(properties),
+        system_properties=system,
+        body=record.body,
+    )
+
+
+def user_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in properties.items() if k not in SYSTEM_KEYS}
+
+
+# -- errors ----------------------------------------------------------------------------
+
+_BY_RESPONSE_CODE = {
+    ResponseCode.TOPIC_NOT_EXIST: Code.TOPIC_NOT_FOUND,
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: Code.CONSUMER_GROUP_NOT_FOUND,
+    ResponseCode.SUBSCRIPTION_PARSE_FAILED: Code.ILLEGAL_FILTER_EXPRESSION,
+    ResponseCode.NO_PERMISSION: Code.FORBIDDEN,
+    ResponseCode.MESSAGE_ILLEGAL: Code.BAD_REQUEST,
+    ResponseCode.INVALID_PARAMETER: Code.BAD_REQUEST,
+    ResponseCode.ILLEGAL_OPERATION: Code.NOT_FOUND,
+    ResponseCode.SYSTEM_BUSY: Code.TOO_MANY_REQUESTS,
+    ResponseCode.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
+}
+
+
+def code_for(error: BrokerError, context: str = "") -> int:
+    """The v2 code of a broker refusal; `context` ("send", "delay", "receive",
+    "invisible", "end") picks the precise code where one response code means
+    several things."""
+    if isinstance(error, ReceiptHandleError):
+        return int(Code.INVALID_RECEIPT_HANDLE)
+    if type(error).__name__ == "MessageTypeMismatch":
+        return int(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE)
+    remark = error.remark.lower()
+    if error.code == ResponseCode.MESSAGE_ILLEGAL:
+        if "timer" in remark or "deliver" in remark:
+            return int(Code.ILLEGAL_DELIVERY_TIME)
+        if "body" in remark and ("maximum" in remark or "large" in remark):
+            return int(Code.MESSAGE_BODY_TOO_LARGE)
+        if "type" in remark:
+            return int(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE)
+    if error.code == ResponseCode.INVALID_PARAMETER and context == "invisible":
+        return int(Code.ILLEGAL_INVISIBLE_TIME)
+    if context == "end" and error.code != ResponseCode.SYSTEM_ERROR:
+        return int(Code.INVALID_TRANSACTION_ID)
+    return int(_BY_RESPONSE_CODE.get(ResponseCode(error.code), Code.INTERNAL_SERVER_ERROR))

@@ -1,0 +1,75 @@
+"""The gRPC endpoint's server: grpc.aio over one MessagingServicer.
+
+Plaintext (h2c, what both official clients use by default) or, given a
+certificate and key, TLS only. Inbound messages up to 130 MiB (a 4 MiB body
+plus headers must fit; the Java proxy allows as much); responses are not
+compressed (the Node client asks for identity).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import grpc
+from rocketmq.grpc_protocol import service_pb2_grpc
+
+from tidemq.broker.service import BrokerService
+from tidemq.grpc.servicer import MessagingServicer
+
+log = logging.getLogger(__name__)
+
+MAX_INBOUND_BYTES = 130 * 1024 * 1024
+
+
+class GrpcEndpoint:
+    """`await start()` binds host:port (0: any free port), `port`, `await stop()`."""
+
+    def __init__(
+        self,
+        service: BrokerService,
+        host: str,
+        port: int,
+        *,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+    ) -> None:
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError("TLS needs both a certificate and a key")
+        self.servicer = MessagingServicer(service)
+        self.host = host
+        self._requested_port = port
+        self.tls = tls_cert is not None
+        self._tls_files = (tls_cert, tls_key)
+        self.port = 0
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self) -> None:
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_INBOUND_BYTES),
+                ("grpc.max_send_message_length", MAX_INBOUND_BYTES),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(self.servicer, server)
+        address = f"{self.host}:{self._requested_port}"
+        cert, key = self._tls_files
+        if cert is not None and key is not None:
+            credentials = grpc.ssl_server_credentials(
+                [(Path(key).read_bytes(), Path(cert).read_bytes())]
+            )
+            self.port = server.add_secure_port(address, credentials)
+        else:
+            self.port = server.add_insecure_port(address)
+        if self.port == 0:
+            raise OSError(f"cannot listen for gRPC on {address}")
+        await server.start()
+        self._server = server
+        log.info("gRPC endpoint at %s:%d (%s)", self.host, self.port, "TLS" if self.tls else "h2c")
+
+    async def stop(self, grace: float = 2.0) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            self.servicer.close_sessions()
+            await server.stop(grace)

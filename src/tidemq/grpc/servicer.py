@@ -1,0 +1,563 @@
+"""MessagingService over BrokerService: every RPC the official 5.x clients use.
+
+Each method decodes the request, calls the broker service (the same code the
+remoting handlers call), and answers with a `Status` inside the response
+(gRPC status stays OK, as the Java proxy does). The facts this follows are
+in `shared/design/protocol-grpc.md`: routes echo the client's endpoints and
+always contain queue 0; the client's queue choice is a hint (a FIFO message
+goes to the queue its group hashes to, others round-robin); receives pop
+from every queue of the topic; long polls end before the client's deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import zlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc
+
+from tidemq.broker.pop.api import (
+    ALL_QUEUES,
+    MAX_INVISIBLE_MS,
+    MIN_RECEIVE_INVISIBLE_MS,
+    PopHooks,
+    PopRequest,
+)
+from tidemq.broker.requests import BrokerError, PullRequest, SendRequest
+from tidemq.broker.service import BrokerService
+from tidemq.broker.topics import is_readable, is_writeable
+from tidemq.common import properties as props
+from tidemq.common import sysflag
+from tidemq.grpc.convert import (
+    Code,
+    ConvertError,
+    MessageType,
+    code_for,
+    decode_transaction_id,
+    delivered_message,
+    duration_ms,
+    encode_transaction_id,
+    millis_of,
+    send_properties,
+    status,
+    timestamp_of,
+)
+from tidemq.grpc.telemetry import TelemetryConnection, TelemetrySession, settings_reply
+from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.errors import ProtocolError
+from tidemq.protocol.headers import EndTransactionRequestHeader
+from tidemq.protocol.message_codec import decode_record, decode_records
+
+log = logging.getLogger(__name__)
+
+ACCEPTED_TYPES = (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION)
+AUTO_RENEW_INVISIBLE_MS = 60_000
+"""Invisible time of a push consumer's receive (auto_renew: the client sets none)."""
+DEADLINE_MARGIN_S = 1.0
+DEFAULT_POLL_S = 20.0
+MAX_POLL_S = 30.0
+TRANSACTION_COMMIT = 8
+TRANSACTION_ROLLBACK = 12
+CLIENT_ID_HEADER = "x-mq-client-id"
+
+
+def _client_id(context: grpc.aio.ServicerContext[Any, Any]) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == CLIENT_ID_HEADER:
+            return str(value)
+    return ""
+
+
+def fifo_queue(message_group: str, queue_nums: int) -> int:
+    """A message group's queue: stable across restarts and processes."""
+    return zlib.crc32(message_group.encode()) % max(1, queue_nums)
+
+
+class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
+    """The apache.rocketmq.v2.MessagingService of one broker."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self._sessions: dict[str, list[TelemetrySession]] = {}
+        self._round_robin = itertools.count()
+
+    def close_sessions(self) -> None:
+        """End every Telemetry stream (the server is stopping)."""
+        for sessions in list(self._sessions.values()):
+            for session in list(sessions):
+                session.close()
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _pop(self) -> PopHooks:
+        if self.service.pop is None:
+            raise BrokerError(ResponseCode.NO_PERMISSION, "pop consumption is disabled")
+        return self.service.pop
+
+    def _topic(self, name: str) -> Any:
+        config = self.service.topics.get(name)
+        if config is None:
+            raise ConvertError(Code.TOPIC_NOT_FOUND, f"topic {name} does not exist")
+        return config
+
+    def _queue(self, topic: str, queue_id: int, endpoints: pb.Endpoints, perm: int) -> Any:
+        permission = pb.Permission.NONE
+        if is_readable(perm) and is_writeable(perm):
+            permission = pb.Permission.READ_WRITE
+        elif is_readable(perm):
+            permission = pb.Permission.READ
+        elif is_writeable(perm):
+            permission = pb.Permission.WRITE
+        return pb.MessageQueue(
+            topic=pb.Resource(name=topic),
+            id=queue_id,
+            permission=permission,
+            broker=pb.Broker(name=self.service.config.broker_name, id=0, endpoints=endpoints),
+            accept_message_types=self._accepted_types(topic),
+        )
+
+    def _accepted_types(self, topic: str) -> list[int]:
+        config = self.service.topics.get(topic)
+        attributes = getattr(config, "attributes", None) or {}
+        declared = str(attributes.get("message.type", "")).upper()
+        if declared in ("NORMAL", "FIFO", "DELAY", "TRANSACTION"):
+            return [int(MessageType.Value(declared))]
+        return list(ACCEPTED_TYPES)
+
+    # -- routes and clients -----------------------------------------------------------
+
+    async def QueryRoute(self, request: Any, context: Any) -> Any:
+        try:
+            config = self._topic(request.topic.name)
+        except ConvertError as exc:
+            return spb.QueryRouteResponse(status=status(exc.code, exc.message))
+        queues = [
+            self._queue(config.topic_name, qid, request.endpoints, config.perm)
+            for qid in range(config.queue_nums)
+        ]
+        return spb.QueryRouteResponse(status=status(), message_queues=queues)
+
+    async def Heartbeat(self, request: Any, context: Any) -> Any:
+        return spb.HeartbeatResponse(status=status())
+
+    async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
+        client_id = _client_id(context)
+        for session in self._sessions.pop(client_id, []):
+            self._unregister(session)
+        return spb.NotifyClientTerminationResponse(status=status())
+
+    async def QueryAssignment(self, request: Any, context: Any) -> Any:
+        try:
+            config = self._topic(request.topic.name)
+        except ConvertError as exc:
+            return spb.QueryAssignmentResponse(status=status(exc.code, exc.message))
+        pop = self._pop()
+        ids = range(config.read_queue_nums) if pop.is_fifo(request.group.name) else [0]
+        assignments = [
+            pb.Assignment(
+                message_queue=self._queue(config.topic_name, qid, request.endpoints, config.perm)
+            )
+            for qid in ids
+        ]
+        return spb.QueryAssignmentResponse(status=status(), assignments=assignments)
+
+    # -- telemetry ---------------------------------------------------------------------
+
+    async def Telemetry(
+        self, request_iterator: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[Any]:
+        session = TelemetrySession(_client_id(context), context.peer())
+        self._sessions.setdefault(session.client_id, []).append(session)
+        reader = asyncio.ensure_future(self._read_telemetry(session, request_iterator))
+        try:
+            while True:
+                command = await session.outbox.get()
+                if command is None:
+                    break
+                yield command
+        finally:
+            reader.cancel()
+            session.close()
+            self._unregister(session)
+            sessions = self._sessions.get(session.client_id, [])
+            if session in sessions:
+                sessions.remove(session)
+            if not sessions:
+                self._sessions.pop(session.client_id, None)
+
+    async def _read_telemetry(
+        self, session: TelemetrySession, requests: AsyncIterator[Any]
+    ) -> None:
+        try:
+            async for command in requests:
+                if command.HasField("settings"):
+                    session.push(self._settings_command(session, command.settings))
+        except (asyncio.CancelledError, grpc.aio.AioRpcError):
+            pass
+        except Exception:
+            log.exception("telemetry stream of %s failed", session.client_id)
+        finally:
+            session.close()
+
+    def _settings_command(self, session: TelemetrySession, settings: pb.Settings) -> Any:
+        session.settings = settings
+        fifo = False
+        max_attempts = self.service.config.max_reconsume_times + 1
+        if settings.HasField("subscription"):
+            group = settings.subscription.group.name
+            pop = self.service.pop
+            fifo = pop is not None and pop.is_fifo(group)
+            config = self.service.groups.get(group)
+            if config is not None:
+                max_attempts = config.retry_max_times + 1
+        elif settings.HasField("publishing"):
+            connection = TelemetryConnection(
+                session, self.service.store_host, self.service.store_port
+            )
+            for topic in settings.publishing.topics:
+                self.service.producers.register(
+                    topic.name, session.client_id, connection, language="GRPC"
+                )
+        reply = settings_reply(
+            settings,
+            max_body_size=self.service.max_message_size,
+            fifo=fifo,
+            max_attempts=max_attempts,
+        )
+        return spb.TelemetryCommand(status=status(), settings=reply)
+
+    def _unregister(self, session: TelemetrySession) -> None:
+        settings = session.settings
+        if settings is not None and settings.HasField("publishing"):
+            for topic in settings.publishing.topics:
+                self.service.producers.unregister(topic.name, session.client_id)
+
+    # -- send --------------------------------------------------------------------------
+
+    async def SendMessage(self, request: Any, context: Any) -> Any:
+        entries = []
+        for message in request.messages:
+            entries.append(await self._send_one(message, context))
+        top = entries[0].status if len(entries) == 1 else status()
+        if any(e.status.code != Code.OK for e in entries) and len(entries) > 1:
+            top = status(Code.MULTIPLE_RESULTS, "some messages failed")
+        return spb.SendMessageResponse(status=top, entries=entries)
+
+    async def _send_one(self, message: Any, context: Any) -> Any:
+        message_id = message.system_properties.message_id
+        try:
+            config = self._topic(message.topic.name)
+            if not message.body:
+                raise ConvertError(Code.MESSAGE_BODY_EMPTY, "the message body is empty")
+            if len(message.body) > self.service.max_message_size:
+                raise ConvertError(
+                    Code.MESSAGE_BODY_TOO_LARGE,
+                    f"the message body is {len(message.body)} bytes, more than the maximum of "
+                    f"{self.service.max_message_size} bytes",
+                )
+            allowed = self._accepted_types(config.topic_name)
+            kind = message.system_properties.message_type or MessageType.NORMAL
+            if kind not in allowed:
+                raise ConvertError(
+                    Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                    f"topic {config.topic_name} accepts "
+                    f"{', '.join(MessageType.Name(t) for t in allowed)} messages, "
+                    f"not {MessageType.Name(kind)}",
+                )
+            producer_group = config.topic_name
+            properties = send_properties(message, producer_group)
+            write_queues = max(1, config.write_queue_nums)
+            if props.SHARDING_KEY in properties:
+                queue_id = fifo_queue(properties[props.SHARDING_KEY], write_queues)
+            else:
+                queue_id = next(self._round_robin) % write_queues
+            born_ms = millis_of(message.system_properties.born_timestamp)
+            transactional = kind == MessageType.TRANSACTION
+            result = await self.service.send(
+                SendRequest(
+                    producer_group=producer_group,
+                    topic=config.topic_name,
+                    queue_id=queue_id,
+                    body=message.body,
+                    properties=props.encode_properties(properties),
+                    sys_flag=sysflag.TRANSACTION_PREPARED_TYPE if transactional else 0,
+                    born_timestamp=born_ms or self.service.clock.now_ms(),
+                )
+            )
+        except ConvertError as exc:
+            return spb.SendResultEntry(status=status(exc.code, exc.message), message_id=message_id)
+        except BrokerError as exc:
+            return spb.SendResultEntry(
+                status=status(code_for(exc, "send"), exc.remark), message_id=message_id
+            )
+        entry = spb.SendResultEntry(
+            status=status(), message_id=message_id, offset=result.queue_offset
+        )
+        if transactional:
+            entry.transaction_id = encode_transaction_id(
+                result.msg_id, result.queue_offset, message_id
+            )
+        if result.recall_handle:
+            entry.recall_handle = result.recall_handle
+        return entry
+
+    async def EndTransaction(self, request: Any, context: Any) -> Any:
+        try:
+            commit_log_offset, queue_offset, message_id = decode_transaction_id(
+                request.transaction_id
+            )
+            if request.resolution not in (
+                pb.TransactionResolution.COMMIT,
+                pb.TransactionResolution.ROLLBACK,
+            ):
+                return spb.EndTransactionResponse(
+                    status=status(Code.BAD_REQUEST, "the resolution must be COMMIT or ROLLBACK")
+                )
+            commit = request.resolution == pb.TransactionResolution.COMMIT
+            await self.service.end_transaction(
+                EndTransactionRequestHeader(
+                    producer_group=request.topic.name,
+                    tran_state_table_offset=queue_offset,
+                    commit_log_offset=commit_log_offset,
+                    commit_or_rollback=TRANSACTION_COMMIT if commit else TRANSACTION_ROLLBACK,
+                    from_transaction_check=(
+                        request.source == pb.TransactionSource.SOURCE_SERVER_CHECK
+                    ),
+                    msg_id=request.message_id or message_id,
+                    transaction_id=request.message_id or message_id,
+                    topic=request.topic.name,
+                )
+            )
+        except ConvertError as exc:
+            return spb.EndTransactionResponse(status=status(exc.code, exc.message))
+        except BrokerError as exc:
+            return spb.EndTransactionResponse(status=status(code_for(exc, "end"), exc.remark))
+        return spb.EndTransactionResponse(status=status())
+
+    async def RecallMessage(self, request: Any, context: Any) -> Any:
+        try:
+            message_id = await self.service.recall_message(
+                request.topic.name, request.recall_handle, request.topic.name
+            )
+        except BrokerError as exc:
+            return spb.RecallMessageResponse(status=status(code_for(exc, "recall"), exc.remark))
+        return spb.RecallMessageResponse(status=status(), message_id=message_id)
+
+    # -- receive and acknowledge -----------------------------------------------------
+
+    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        try:
+            messages = await self._receive(request, context)
+        except ConvertError as exc:
+            yield spb.ReceiveMessageResponse(status=status(exc.code, exc.message))
+            return
+        except BrokerError as exc:
+            yield spb.ReceiveMessageResponse(status=status(code_for(exc, "receive"), exc.remark))
+            return
+        if messages:
+            yield spb.ReceiveMessageResponse(status=status())
+            for message in messages:
+                yield spb.ReceiveMessageResponse(message=message)
+        else:
+            yield spb.ReceiveMessageResponse(
+                status=status(Code.MESSAGE_NOT_FOUND, "no new message")
+            )
+        yield spb.ReceiveMessageResponse(
+            delivery_timestamp=timestamp_of(self.service.clock.now_ms())
+        )
+
+    async def _receive(self, request: Any, context: Any) -> list[Any]:
+        topic = request.message_queue.topic.name
+        self._topic(topic)
+        if request.auto_renew:
+            invisible_ms = AUTO_RENEW_INVISIBLE_MS
+        else:
+            invisible_ms = duration_ms(request.invisible_duration)
+            if not MIN_RECEIVE_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
+                raise ConvertError(
+                    Code.ILLEGAL_INVISIBLE_TIME,
+                    f"the invisible duration must be {MIN_RECEIVE_INVISIBLE_MS // 1000} s to "
+                    f"{MAX_INVISIBLE_MS // 3_600_000} h, got {invisible_ms} ms",
+                )
+        poll_s = (
+            duration_ms(request.long_polling_timeout) / 1000
+            if request.HasField("long_polling_timeout")
+            else DEFAULT_POLL_S
+        )
+        if not 0 <= poll_s <= MAX_POLL_S:
+            raise ConvertError(
+                Code.ILLEGAL_POLLING_TIME,
+                f"the long polling timeout must be 0 to {MAX_POLL_S:.0f} s, got {poll_s} s",
+            )
+        remaining = context.time_remaining()
+        if remaining is not None:
+            poll_s = max(0.0, min(poll_s, remaining - DEADLINE_MARGIN_S))
+        expression = request.filter_expression
+        kind = "SQL92" if expression.type == pb.FilterType.SQL else "TAG"
+        result = await self._pop().pop(
+            PopRequest(
+                group=request.group.name,
+                topic=topic,
+                max_nums=request.batch_size or 32,
+                invisible_ms=invisible_ms,
+                queue_id=ALL_QUEUES,
+                poll_ms=int(poll_s * 1000),
+                expression=expression.expression or "*",
+                expression_type=kind,
+                attempt_id=request.attempt_id or None,
+                client_host=context.peer(),
+            )
+        )
+        delivered = []
+        for popped in result.messages:
+            try:
+                record, _ = decode_record(popped.record, decompress=True)
+            except ProtocolError as exc:
+                log.error("a popped record is unreadable: %s", exc)
+                continue
+            delivered.append(
+                delivered_message(
+                    record,
+                    popped.topic,
+                    receipt_handle=popped.receipt_handle,
+                    delivery_attempt=popped.delivery_attempt,
+                    invisible_ms=invisible_ms,
+                )
+            )
+        return delivered
+
+    async def AckMessage(self, request: Any, context: Any) -> Any:
+        results = []
+        top = status()
+        for entry in request.entries:
+            try:
+                await self._pop().ack(request.group.name, request.topic.name, entry.receipt_handle)
+                entry_status = status()
+            except BrokerError as exc:
+                entry_status = status(code_for(exc, "ack"), exc.remark)
+                top = entry_status
+            results.append(
+                spb.AckMessageResultEntry(
+                    message_id=entry.message_id,
+                    receipt_handle=entry.receipt_handle,
+                    status=entry_status,
+                )
+            )
+        if len(results) > 1 and top.code != Code.OK:
+            top = status(Code.MULTIPLE_RESULTS, "some acks failed")
+        return spb.AckMessageResponse(status=top, entries=results)
+
+    async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+        invisible_ms = duration_ms(request.invisible_duration)
+        if not 0 <= invisible_ms <= MAX_INVISIBLE_MS:
+            return spb.ChangeInvisibleDurationResponse(
+                status=status(
+                    Code.ILLEGAL_INVISIBLE_TIME,
+                    f"the invisible duration must be 0 to 12 h, got {invisible_ms} ms",
+                ),
+                receipt_handle=request.receipt_handle,
+            )
+        try:
+            handle = await self._pop().change_invisible(
+                request.group.name, request.topic.name, request.receipt_handle, invisible_ms
+            )
+        except BrokerError as exc:
+            return spb.ChangeInvisibleDurationResponse(
+                status=status(code_for(exc, "invisible"), exc.remark),
+                receipt_handle=request.receipt_handle,
+            )
+        return spb.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
+
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+        try:
+            await self._pop().forward_to_dlq(
+                request.group.name, request.topic.name, request.receipt_handle
+            )
+        except BrokerError as exc:
+            return spb.ForwardMessageToDeadLetterQueueResponse(
+                status=status(code_for(exc, "dlq"), exc.remark)
+            )
+        return spb.ForwardMessageToDeadLetterQueueResponse(status=status())
+
+    # -- offsets (not used by the official clients) ------------------------------------
+
+    async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        queue = request.message_queue
+        expression = request.filter_expression
+        try:
+            self._topic(queue.topic.name)
+            result = await self.service.pull(
+                PullRequest(
+                    group=request.group.name,
+                    topic=queue.topic.name,
+                    queue_id=queue.id,
+                    queue_offset=request.offset,
+                    max_msg_nums=request.batch_size or 32,
+                    sys_flag=sysflag.PULL_SUBSCRIPTION,
+                    subscription=expression.expression or "*",
+                    expression_type="SQL92" if expression.type == pb.FilterType.SQL else "TAG",
+                )
+            )
+        except ConvertError as exc:
+            yield spb.PullMessageResponse(status=status(exc.code, exc.message))
+            return
+        except BrokerError as exc:
+            yield spb.PullMessageResponse(status=status(code_for(exc, "pull"), exc.remark))
+            return
+        if result.code == ResponseCode.SUCCESS:
+            yield spb.PullMessageResponse(status=status())
+            for record in decode_records(result.body, decompress=True):
+                yield spb.PullMessageResponse(message=delivered_message(record, record.topic))
+        elif result.code == ResponseCode.PULL_OFFSET_MOVED:
+            yield spb.PullMessageResponse(
+                status=status(Code.ILLEGAL_OFFSET, f"offset {request.offset} is out of range")
+            )
+        else:
+            yield spb.PullMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
+        yield spb.PullMessageResponse(next_offset=result.next_begin_offset)
+
+    async def UpdateOffset(self, request: Any, context: Any) -> Any:
+        queue = request.message_queue
+        try:
+            self._topic(queue.topic.name)
+        except ConvertError as exc:
+            return spb.UpdateOffsetResponse(status=status(exc.code, exc.message))
+        if request.offset < 0:
+            return spb.UpdateOffsetResponse(status=status(Code.ILLEGAL_OFFSET, "negative offset"))
+        self.service.update_consumer_offset(
+            request.group.name, queue.topic.name, queue.id, request.offset
+        )
+        return spb.UpdateOffsetResponse(status=status())
+
+    async def GetOffset(self, request: Any, context: Any) -> Any:
+        queue = request.message_queue
+        offset = self.service.offsets.query(request.group.name, queue.topic.name, queue.id)
+        if offset < 0:
+            return spb.GetOffsetResponse(
+                status=status(Code.OFFSET_NOT_FOUND, "the group has no offset for this queue")
+            )
+        return spb.GetOffsetResponse(status=status(), offset=offset)
+
+    async def QueryOffset(self, request: Any, context: Any) -> Any:
+        queue = request.message_queue
+        try:
+            self._topic(queue.topic.name)
+        except ConvertError as exc:
+            return spb.QueryOffsetResponse(status=status(exc.code, exc.message))
+        policy = request.query_offset_policy
+        if policy == pb.QueryOffsetPolicy.Value("BEGINNING"):
+            offset = self.service.min_offset(queue.topic.name, queue.id)
+        elif policy == pb.QueryOffsetPolicy.Value("END"):
+            offset = self.service.max_offset(queue.topic.name, queue.id)
+        else:
+            offset = self.service.search_offset(
+                queue.topic.name, queue.id, millis_of(request.timestamp)
+            )
+        return spb.QueryOffsetResponse(status=status(), offset=offset)
