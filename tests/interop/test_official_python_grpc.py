@@ -1,0 +1,312 @@
+"""The official RocketMQ 5 Python client (`rocketmq-python-client` 5.1.2, gRPC)
+against a real `tidemq serve`: producer (normal, FIFO, delay + recall,
+transaction commit / rollback / orphan check-back), SimpleConsumer (receive,
+ack, change invisible duration, redelivery with the attempt raised, FIFO
+order), and what a raw v2 stub gets for bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pytest
+from rocketmq import (
+    ClientConfiguration,
+    Credentials,
+    FilterExpression,
+    Message,
+    Producer,
+    SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
+)
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc
+
+from tidemq.client.admin import AdminClient
+from tidemq.testing.client_support import create_topic, read_topic
+from tidemq.testing.processes import ServerProcess, serve
+from tidemq.testing.waiting import unique_name
+
+pytestmark = pytest.mark.slow
+
+Code = pb.Code
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    settings = {"transaction_timeout_ms": 1000, "transaction_check_interval_ms": 1000}
+    with serve(tmp_path_factory.mktemp("grpc") / "data", settings=settings) as process:
+        yield process
+
+
+def config(server: ServerProcess) -> ClientConfiguration:
+    return ClientConfiguration(server.grpc, Credentials())
+
+
+def new_topic(server: ServerProcess, queues: int = 2) -> str:
+    topic = unique_name("GrpcT")
+    asyncio.run(create_topic(server.namesrv, topic, queues=queues))
+    return topic
+
+
+def new_group(server: ServerProcess, *, fifo: bool = False) -> str:
+    group = unique_name("GrpcG")
+
+    async def create() -> None:
+        async with AdminClient(server.namesrv) as admin:
+            await admin.create_group(group, orderly=fifo)
+
+    asyncio.run(create())
+    return group
+
+
+def message(topic: str, body: bytes, **fields: Any) -> Message:
+    result = Message()
+    result.topic = topic
+    result.body = body
+    for name, value in fields.items():
+        setattr(result, name, value)
+    return result
+
+
+def receive_until(
+    consumer: SimpleConsumer, count: int, invisible_s: int = 15, deadline_s: float = 30
+) -> list[Any]:
+    got: list[Any] = []
+    deadline = time.monotonic() + deadline_s
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"only {len(got)} of {count} messages came"
+        got += consumer.receive(32, invisible_s)
+    return got
+
+
+def started(make: Callable[[], Any]) -> Any:
+    client = make()
+    client.startup()
+    return client
+
+
+def test_producer_and_simple_consumer_round_trip(server: ServerProcess) -> None:
+    topic, group = new_topic(server), new_group(server)
+    producer = started(lambda: Producer(config(server), (topic,)))
+    consumer = started(
+        lambda: SimpleConsumer(
+            config(server), group, {topic: FilterExpression("TagA")}, await_duration=2
+        )
+    )
+    try:
+        sent = message(topic, b"hello", tag="TagA", keys="k0")
+        sent.add_property("p", "v")
+        receipt = producer.send(sent)
+        assert receipt.message_id
+        producer.send(message(topic, b"other tag", tag="TagB"))
+        [got] = receive_until(consumer, 1)
+        assert (got.body, got.tag, got.keys) == (b"hello", "TagA", {"k0"})
+        assert got.properties == {"p": "v"}
+        assert got.delivery_attempt == 1 and got.message_id == receipt.message_id
+        assert not got.corrupted
+        # a shorter invisible time brings it back with the attempt raised
+        consumer.change_invisible_duration(got, 1)
+        [again] = receive_until(consumer, 1)
+        assert again.body == b"hello" and again.delivery_attempt == 2
+        consumer.ack(again)
+        assert consumer.receive(16, 15) == []
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+
+
+def test_fifo_messages_come_in_group_order(server: ServerProcess) -> None:
+    topic, group = new_topic(server, queues=4), new_group(server, fifo=True)
+    producer = started(lambda: Producer(config(server), (topic,)))
+    consumer = started(
+        lambda: SimpleConsumer(config(server), group, {topic: FilterExpression("*")}, 2)
+    )
+    try:
+        for i in range(6):
+            producer.send(message(topic, f"a{i}".encode(), message_group="order-a"))
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 6:
+            assert time.monotonic() < deadline
+            batch = consumer.receive(2, 15)
+            assert all(m.message_group == "order-a" for m in batch)
+            got += batch
+            for m in batch:
+                consumer.ack(m)
+        assert [m.body for m in got] == [f"a{i}".encode() for i in range(6)]
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+
+
+def test_delay_and_recall(server: ServerProcess) -> None:
+    topic, group = new_topic(server), new_group(server)
+    producer = started(lambda: Producer(config(server), (topic,)))
+    consumer = started(
+        lambda: SimpleConsumer(config(server), group, {topic: FilterExpression("*")}, 1)
+    )
+    try:
+        due = int(time.time()) + 3
+        kept = producer.send(message(topic, b"later", delivery_timestamp=due))
+        dropped = producer.send(message(topic, b"recalled", delivery_timestamp=due))
+        assert kept.recall_handle and dropped.recall_handle
+        assert producer.recall_message(topic, dropped.recall_handle) == dropped.message_id
+        got = receive_until(consumer, 1)
+        assert time.time() >= due - 0.2
+        assert [m.body for m in got] == [b"later"]
+        assert got[0].delivery_timestamp == due * 1000
+        consumer.ack(got[0])
+        assert consumer.receive(16, 15) == []  # the recalled one never comes
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+
+
+class Commit(TransactionChecker):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.checked: list[bytes] = []
+
+    def check(self, message: Any) -> Any:
+        self.checked.append(message.body)
+        return TransactionResolution.COMMIT
+
+
+def test_transactions_commit_rollback_and_orphan_check(server: ServerProcess) -> None:
+    topic, group = new_topic(server), new_group(server)
+    checker = Commit()
+    producer = started(lambda: Producer(config(server), (topic,), checker=checker))
+    consumer = started(
+        lambda: SimpleConsumer(config(server), group, {topic: FilterExpression("*")}, 1)
+    )
+    try:
+        committed = producer.begin_transaction()
+        producer.send(message(topic, b"commit"), committed)
+        committed.commit()
+        rolled_back = producer.begin_transaction()
+        producer.send(message(topic, b"rollback"), rolled_back)
+        rolled_back.rollback()
+        orphan = producer.begin_transaction()
+        producer.send(message(topic, b"orphan"), orphan)  # never ended by the producer
+        got = receive_until(consumer, 2)
+        assert sorted(m.body for m in got) == [b"commit", b"orphan"]
+        assert checker.checked == [b"orphan"]
+        for m in got:
+            consumer.ack(m)
+        assert consumer.receive(16, 15) == []
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+
+
+def test_sent_over_grpc_read_by_remoting(server: ServerProcess) -> None:
+    topic = new_topic(server, queues=1)
+    producer = started(lambda: Producer(config(server), (topic,)))
+    try:
+        producer.send(message(topic, b"cross", tag="T", keys="key-9"))
+        producer.send(message(topic, b"grouped", message_group="g-1"))
+    finally:
+        producer.shutdown()
+    stored = asyncio.run(read_topic(server.namesrv, topic))
+    assert [m.body for m in stored] == [b"cross", b"grouped"]
+    assert (stored[0].tags, stored[0].keys) == ("T", ["key-9"])
+    assert stored[1].properties["__SHARDINGKEY"] == "g-1"
+
+
+# -- bad input through a raw stub ------------------------------------------------------
+
+
+def call(server: ServerProcess, method: str, request: Any) -> Any:
+    async def run() -> Any:
+        async with grpc.aio.insecure_channel(server.grpc) as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            metadata = (("x-mq-client-id", "raw-stub@1"),)
+            rpc = getattr(stub, method)
+            if method == "ReceiveMessage":
+                return [r async for r in rpc(request, metadata=metadata, timeout=30)]
+            return await rpc(request, metadata=metadata, timeout=10)
+
+    return asyncio.run(run())
+
+
+def resource(name: str) -> pb.Resource:
+    return pb.Resource(name=name)
+
+
+def test_bad_input_gets_the_right_codes(server: ServerProcess) -> None:
+    topic, group = new_topic(server, queues=1), new_group(server)
+    route = call(
+        server, "QueryRoute", spb.QueryRouteRequest(topic=resource("NoSuchTopicHere"))
+    )
+    assert route.status.code == Code.TOPIC_NOT_FOUND
+
+    def send(body: bytes, **system: Any) -> Any:
+        request = spb.SendMessageRequest(
+            messages=[
+                pb.Message(
+                    topic=resource(topic),
+                    body=body,
+                    system_properties=pb.SystemProperties(message_id="01AB", **system),
+                )
+            ]
+        )
+        return call(server, "SendMessage", request)
+
+    big = send(b"x" * (4 * 1024 * 1024 + 1), message_type=pb.MessageType.NORMAL)
+    assert big.entries[0].status.code == Code.MESSAGE_BODY_TOO_LARGE
+    grouped = send(b"x", message_type=pb.MessageType.NORMAL, message_group="g")
+    assert grouped.entries[0].status.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    far = send(
+        b"x",
+        message_type=pb.MessageType.DELAY,
+        delivery_timestamp={"seconds": int(time.time()) + 400 * 86400},
+    )
+    assert far.entries[0].status.code == Code.ILLEGAL_DELIVERY_TIME
+
+    def receive(invisible_ms: int) -> list[Any]:
+        return call(
+            server,
+            "ReceiveMessage",
+            spb.ReceiveMessageRequest(
+                group=resource(group),
+                message_queue=pb.MessageQueue(topic=resource(topic)),
+                filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+                batch_size=1,
+                invisible_duration={"seconds": invisible_ms // 1000},
+                long_polling_timeout={"seconds": 1},
+            ),
+        )
+
+    [answer] = receive(5000)
+    assert answer.status.code == Code.ILLEGAL_INVISIBLE_TIME
+    for handle in ("forged", "0 1 60000 0 0 broker-a 0 0"):
+        ack = call(
+            server,
+            "AckMessage",
+            spb.AckMessageRequest(
+                group=resource(group),
+                topic=resource(topic),
+                entries=[spb.AckMessageEntry(message_id="x", receipt_handle=handle)],
+            ),
+        )
+        assert ack.status.code == Code.INVALID_RECEIPT_HANDLE, ack.status.message
+    end = call(
+        server,
+        "EndTransaction",
+        spb.EndTransactionRequest(
+            topic=resource(topic),
+            message_id="x",
+            transaction_id="not-an-id",
+            resolution=pb.TransactionResolution.COMMIT,
+        ),
+    )
+    assert end.status.code == Code.INVALID_TRANSACTION_ID
+    # nothing was stored by the refusals and the server still serves
+    assert send(b"fine", message_type=pb.MessageType.NORMAL).status.code == Code.OK
+    stored = asyncio.run(read_topic(server.namesrv, topic))
+    assert [m.body for m in stored] == [b"fine"]
