@@ -64,6 +64,7 @@ from typing import Any
 
 from tidemq.broker.consumers import ClientChannel
 from tidemq.broker.groups import SubscriptionGroupConfig
+from tidemq.broker.message_types import parse_attributes
 from tidemq.broker.pop.handlers import PopHandlers
 from tidemq.broker.service import (
     BrokerError,
@@ -515,6 +516,13 @@ class BrokerHandlers(PopHandlers):
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
         header = decode_header(CreateTopicRequestHeader, request.ext_fields)
+        existing = self.service.topics.get(header.topic)
+        try:
+            attributes = parse_attributes(
+                header.attributes, existing.attributes if existing is not None else {}
+            )
+        except ValueError as exc:
+            raise BrokerError(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         self.service.create_topic(
             TopicConfig(
                 topic_name=header.topic,
@@ -524,6 +532,7 @@ class BrokerHandlers(PopHandlers):
                 topic_filter_type=header.topic_filter_type,
                 topic_sys_flag=header.topic_sys_flag or 0,
                 order=header.order,
+                attributes=attributes,
             )
         )
         return _ok(request)

@@ -14,6 +14,7 @@ from tidemq.broker import retry
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.groups import SubscriptionGroupManager
 from tidemq.broker.hooks import TimerHooks, TransactionHooks
+from tidemq.broker.message_types import check_message_type
 from tidemq.broker.requests import BrokerError, SendRequest, SendResult
 from tidemq.broker.stats import BrokerStats
 from tidemq.broker.topics import (
@@ -211,6 +212,10 @@ class BrokerSender:
         config = self._send_topic(request)
         queue_id = self._queue_for_send(request, config)
         self._check_body(request.body)
+        if config.attributes:
+            check_message_type(
+                config.topic_name, config.attributes, props.decode_properties(request.properties)
+            )
         transactional = self._is_transactional(request.properties, request.sys_flag)
         if transactional and self.transactions is None:
             raise BrokerError(
@@ -308,6 +313,10 @@ class BrokerSender:
         stored_properties = self._stored_properties
         for position, entry in enumerate(entries):
             raw = _well_formed_properties(entry.properties)
+            if config.attributes:
+                check_message_type(
+                    config.topic_name, config.attributes, props.decode_properties(raw)
+                )
             if _has_key(raw, props.TRAN_MSG) or _has_key(raw, props.DELAY):
                 parsed = props.decode_properties(raw)
                 if parsed.get(props.TRAN_MSG) == "true":

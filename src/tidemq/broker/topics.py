@@ -26,7 +26,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -154,6 +154,8 @@ class TopicConfig:
     topic_filter_type: str = SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
+    """RocketMQ 5 topic attributes, e.g. {"message.type": "FIFO"}."""
 
     @property
     def queue_nums(self) -> int:
@@ -169,6 +171,7 @@ class TopicConfig:
             "topicFilterType": self.topic_filter_type,
             "topicSysFlag": self.topic_sys_flag,
             "order": self.order,
+            "attributes": dict(self.attributes),
         }
 
     @classmethod
@@ -187,7 +190,16 @@ class TopicConfig:
             topic_filter_type=str(raw.get("topicFilterType") or SINGLE_TAG),
             topic_sys_flag=_int_field(raw, "topicSysFlag", 0),
             order=bool(raw.get("order", False)),
+            attributes=_attributes(raw.get("attributes")),
         )
+
+
+def _attributes(raw: object) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError("attributes must be a JSON object")
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 def _int_field(raw: dict[str, Any], key: str, default: int) -> int:

@@ -184,6 +184,14 @@ def topic_group() -> None:
     multiple=True,
     help="Topic attribute +KEY=VALUE (repeatable, RocketMQ 5).",
 )
+@click.option(
+    "--type",
+    "message_type",
+    type=click.Choice(["normal", "fifo", "delay", "transaction", "mixed"]),
+    default=None,
+    help="Accept only this message type (RocketMQ 5's message.type attribute); "
+    "default: any type.",
+)
 @admin_options
 def topic_create(
     name: str,
@@ -192,6 +200,7 @@ def topic_create(
     cluster: str,
     brokers: tuple[str, ...],
     attributes: tuple[str, ...],
+    message_type: str | None,
     namesrv: list[str],
     as_json: bool,
 ) -> None:
@@ -200,6 +209,9 @@ def topic_create(
         attrs = parse_properties(attributes) if attributes else None
     except ValueError as exc:
         raise click.BadParameter(str(exc).replace("--property", "--attribute")) from None
+    if message_type is not None:
+        attrs = dict(attrs or {})
+        attrs["+message.type"] = message_type.upper()
     created = run_admin(
         namesrv,
         lambda a: a.create_topic(
@@ -212,7 +224,13 @@ def topic_create(
         ),
     )
     emit(
-        {"topic": name, "brokers": created, "queues": queues, "perm": perm},
+        {
+            "topic": name,
+            "brokers": created,
+            "queues": queues,
+            "perm": perm,
+            "type": message_type.upper() if message_type else None,
+        },
         as_json=as_json,
         title=f"topic {name} created",
     )
@@ -345,7 +363,14 @@ def group_group() -> None:
     show_default=True,
     help="Allow broadcasting consumers.",
 )
-@click.option("--orderly", is_flag=True, help="Consume in order.")
+@click.option(
+    "--orderly",
+    "--fifo",
+    "orderly",
+    is_flag=True,
+    help="FIFO (orderly) group: remoting orderly consumers, POP and gRPC deliver a message "
+    "group's next message only after the previous one is acked.",
+)
 @click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True)
 @click.option("--broker", "brokers", multiple=True, help="Only on this broker (repeatable).")
 @admin_options
@@ -371,7 +396,11 @@ def group_create(
             cluster=cluster,
         ),
     )
-    emit({"group": name, "brokers": created}, as_json=as_json, title=f"group {name} created")
+    emit(
+        {"group": name, "brokers": created, "fifo": orderly},
+        as_json=as_json,
+        title=f"group {name} created",
+    )
 
 
 @group_group.command("list")
