@@ -240,9 +240,7 @@ def resource(name: str) -> pb.Resource:
 
 def test_bad_input_gets_the_right_codes(server: ServerProcess) -> None:
     topic, group = new_topic(server, queues=1), new_group(server)
-    route = call(
-        server, "QueryRoute", spb.QueryRouteRequest(topic=resource("NoSuchTopicHere"))
-    )
+    route = call(server, "QueryRoute", spb.QueryRouteRequest(topic=resource("NoSuchTopicHere")))
     assert route.status.code == Code.TOPIC_NOT_FOUND
 
     def send(body: bytes, **system: Any) -> Any:
