@@ -7,8 +7,13 @@ order), and what a raw v2 stub gets for bad input."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -28,8 +33,9 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc
 
 from tidemq.client.admin import AdminClient
+from tidemq.testing import processes
 from tidemq.testing.client_support import create_topic, read_topic
-from tidemq.testing.processes import ServerProcess, serve
+from tidemq.testing.processes import ServerProcess, serve, serve_args
 from tidemq.testing.waiting import unique_name
 
 pytestmark = pytest.mark.slow
@@ -308,3 +314,51 @@ def test_bad_input_gets_the_right_codes(server: ServerProcess) -> None:
     assert send(b"fine", message_type=pb.MessageType.NORMAL).status.code == Code.OK
     stored = asyncio.run(read_topic(server.namesrv, topic))
     assert [m.body for m in stored] == [b"fine"]
+
+
+def test_tls_with_tidemq_cert(tmp_path: Path) -> None:
+    """`tidemq cert` + `serve --tls-cert/--tls-key`: the official client, told
+    to trust the certificate, produces and consumes over TLS."""
+    certs = tmp_path / "certs"
+    made = subprocess.run(
+        [sys.executable, "-m", "tidemq.cli.main", "cert", "--out", str(certs), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    paths = json.loads(made.stdout)
+    script = """
+import sys
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message
+from rocketmq import Producer, SimpleConsumer
+cfg = ClientConfiguration(sys.argv[1], Credentials())
+p = Producer(cfg, (sys.argv[2],), tls_enable=True); p.startup()
+m = Message(); m.topic = sys.argv[2]; m.body = b"secret"
+print("sent", p.send(m).message_id, flush=True)
+c = SimpleConsumer(cfg, sys.argv[3], {sys.argv[2]: FilterExpression("*")}, 2, tls_enable=True)
+c.startup()
+got = []
+for _ in range(10):
+    got += c.receive(4, 15)
+    if got:
+        break
+print("got", [x.body for x in got], flush=True)
+for x in got:
+    c.ack(x)
+c.shutdown(); p.shutdown()
+"""
+    data = tmp_path / "data"
+    extra = ["--tls-cert", paths["cert"], "--tls-key", paths["key"]]
+    with processes.started([*serve_args(data), *extra], tmp_path, "tls") as (server, _):
+        topic = unique_name("TlsT")
+        asyncio.run(create_topic(server.namesrv, topic, queues=1))
+        env = dict(os.environ, GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=paths["cert"], HOME=str(tmp_path))
+        args = [sys.executable, "-c", script, server.grpc, topic, unique_name("TlsG")]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=90, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "got [b'secret']" in done.stdout, done.stdout
+        # without trusting the certificate the client cannot send
+        env.pop("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH")
+        untrusting = subprocess.run(args, capture_output=True, text=True, timeout=90, env=env)
+        assert "got [b'secret']" not in untrusting.stdout

@@ -189,8 +189,7 @@ def topic_group() -> None:
     "message_type",
     type=click.Choice(["normal", "fifo", "delay", "transaction", "mixed"]),
     default=None,
-    help="Accept only this message type (RocketMQ 5's message.type attribute); "
-    "default: any type.",
+    help="Accept only this message type (RocketMQ 5's message.type attribute); default: any type.",
 )
 @admin_options
 def topic_create(

@@ -8,6 +8,7 @@ import click
 
 from tidemq import __version__
 from tidemq.cli.admin_commands import ADMIN_COMMANDS
+from tidemq.cli.cert_command import cert
 from tidemq.cli.server_commands import SERVER_COMMANDS
 from tidemq.cli.store_commands import store_group
 
@@ -23,7 +24,7 @@ def cli(verbose: bool) -> None:
     )
 
 
-for command in (*SERVER_COMMANDS, *ADMIN_COMMANDS, store_group):
+for command in (*SERVER_COMMANDS, cert, *ADMIN_COMMANDS, store_group):
     cli.add_command(command)
 
 
