@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,10 +21,13 @@ import grpc
 import pytest
 from rocketmq import (
     ClientConfiguration,
+    ConsumeResult,
     Credentials,
     FilterExpression,
     Message,
+    MessageListener,
     Producer,
+    PushConsumer,
     SimpleConsumer,
     TransactionChecker,
     TransactionResolution,
@@ -362,3 +366,96 @@ c.shutdown(); p.shutdown()
         env.pop("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH")
         untrusting = subprocess.run(args, capture_output=True, text=True, timeout=90, env=env)
         assert "got [b'secret']" not in untrusting.stdout
+
+
+# -- push consumers ----------------------------------------------------------------------
+
+
+class Listener(MessageListener):  # type: ignore[misc]
+    """Fails the bodies in `fail_once` the first time, `fail_always` every time."""
+
+    def __init__(self, fail_once: set[bytes], fail_always: set[bytes] = frozenset()) -> None:
+        self.fail_once = set(fail_once)
+        self.fail_always = set(fail_always)
+        self.seen: list[tuple[bytes, int]] = []
+        self.lock = threading.Lock()
+
+    def consume(self, message: Any) -> Any:
+        with self.lock:
+            self.seen.append((message.body, message.delivery_attempt))
+            if message.body in self.fail_always:
+                return ConsumeResult.FAILURE
+            if message.body in self.fail_once:
+                self.fail_once.discard(message.body)
+                return ConsumeResult.FAILURE
+        return ConsumeResult.SUCCESS
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 40) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_push_consumer_retries_a_failed_message(server: ServerProcess) -> None:
+    topic, group = new_topic(server), new_group(server)
+    listener = Listener({b"m1"})
+    consumer = started(
+        lambda: PushConsumer(config(server), group, listener, {topic: FilterExpression("*")})
+    )
+    producer = started(lambda: Producer(config(server), (topic,)))
+    try:
+        for i in range(4):
+            producer.send(message(topic, f"m{i}".encode()))
+        wait_for(lambda: (b"m1", 2) in listener.seen, "the redelivery of m1")
+        bodies = sorted({body for body, _ in listener.seen})
+        assert bodies == [b"m0", b"m1", b"m2", b"m3"]
+        assert (b"m1", 1) in listener.seen
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+
+
+def test_push_consumer_fifo_order_retries_and_dlq(server: ServerProcess) -> None:
+    topic = new_topic(server, queues=2)
+    group = unique_name("GrpcFifo")
+
+    async def create() -> None:
+        async with AdminClient(server.namesrv) as admin:
+            await admin.create_group(group, orderly=True, retry_max_times=1)
+
+    asyncio.run(create())
+    listener = Listener({b"a1"}, fail_always={b"b1"})
+    consumer = started(
+        lambda: PushConsumer(config(server), group, listener, {topic: FilterExpression("*")})
+    )
+    producer = started(lambda: Producer(config(server), (topic,)))
+    try:
+        for i in range(3):
+            producer.send(message(topic, f"a{i}".encode(), message_group="ga"))
+            producer.send(message(topic, f"b{i}".encode(), message_group="gb"))
+        wait_for(
+            lambda: {b"a2", b"b2"} <= {body for body, _ in listener.seen}, "both groups to finish"
+        )
+        for prefix in (b"a", b"b"):
+            firsts = []
+            for body, _ in listener.seen:
+                if body.startswith(prefix) and body not in firsts:
+                    firsts.append(body)
+            assert firsts == [prefix + b"0", prefix + b"1", prefix + b"2"]
+        assert [b for b, _ in listener.seen].count(b"a1") == 2  # one local retry
+        dead: list[Any] = []
+
+        def dead_lettered() -> bool:
+            try:
+                dead[:] = asyncio.run(read_topic(server.namesrv, f"%DLQ%{group}"))
+            except Exception:
+                return False
+            return bool(dead)
+
+        wait_for(dead_lettered, "b1 in the DLQ")
+        assert [m.body for m in dead] == [b"b1"]
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
