@@ -11,17 +11,22 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tidemq.testing.client_support import create_topic
+from tidemq.client.admin import AdminClient
+from tidemq.client.errors import ClientError
+from tidemq.testing.client_support import create_topic, read_topic
 from tidemq.testing.processes import serve
 from tidemq.testing.waiting import unique_name
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_MODULES = REPO / "interop" / "node_modules"
 SCRIPT = Path(__file__).with_name("js") / "official_node.js"
+PUSH_SCRIPT = Path(__file__).with_name("js") / "official_node_push.js"
 
 pytestmark = [
     pytest.mark.slow,
@@ -68,3 +73,58 @@ def test_official_node_client(tmp_path: Path) -> None:
     [delayed] = by_body["delayed"]
     assert int(str(delayed["t"])) >= int(str(finished["delayedAt"])) - 100
     assert delayed["delivery"] is not None
+
+
+def run_push(
+    tmp_path: Path, mode: str, *, retry_max_times: int = 16
+) -> tuple[list[dict[str, object]], list[Any]]:
+    settings = {"transaction_timeout_ms": 1000}
+    with serve(tmp_path / "data", settings=settings) as server:
+        topic, group = unique_name("NodePushT"), unique_name("NodePushG")
+
+        async def setup() -> None:
+            await create_topic(server.namesrv, topic, queues=2)
+            async with AdminClient(server.namesrv) as admin:
+                await admin.create_group(
+                    group, orderly=mode == "fifo", retry_max_times=retry_max_times
+                )
+
+        asyncio.run(setup())
+        env = dict(os.environ, NODE_PATH=str(NODE_MODULES), HOME=str(tmp_path))
+        node = shutil.which("node") or "node"
+        args = ["--endpoints", server.grpc, "--topic", topic, "--group", group, "--mode", mode]
+        done = subprocess.run(
+            [node, str(PUSH_SCRIPT), *args], capture_output=True, text=True, env=env, timeout=120
+        )
+        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
+        dead = []
+        if mode == "fifo":
+            deadline = time.monotonic() + 30
+            while not dead:
+                assert time.monotonic() < deadline, "nothing reached the DLQ"
+                try:
+                    dead = asyncio.run(read_topic(server.namesrv, f"%DLQ%{group}"))
+                except ClientError:
+                    time.sleep(0.2)
+    return [e for e in events if e["event"] == "consumed"], dead
+
+
+def test_official_node_push_consumer_retries(tmp_path: Path) -> None:
+    consumed, _ = run_push(tmp_path, "standard")
+    attempts = [(e["body"], e["attempt"]) for e in consumed]
+    assert ("m1", 1) in attempts and ("m1", 2) in attempts
+    assert {body for body, _ in attempts} == {"m0", "m1", "m2", "m3"}
+
+
+def test_official_node_push_consumer_fifo(tmp_path: Path) -> None:
+    consumed, dead = run_push(tmp_path, "fifo", retry_max_times=1)
+    for prefix in ("a", "b"):
+        order: list[str] = []
+        for event in consumed:
+            body = str(event["body"])
+            if body.startswith(prefix) and body not in order:
+                order.append(body)
+        assert order == [f"{prefix}0", f"{prefix}1", f"{prefix}2"]
+    assert [str(e["body"]) for e in consumed].count("a1") == 2  # retried locally once
+    assert [m.body for m in dead] == [b"b1"]
