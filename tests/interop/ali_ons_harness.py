@@ -127,6 +127,7 @@ class TidemqServer:
         self._reader.start()
         self.namesrv = ""
         self.broker = ""
+        self.grpc = ""
 
     def _on_line(self, line: str) -> None:
         with self._cond:
@@ -147,6 +148,7 @@ class TidemqServer:
                     if match:
                         self.namesrv = match["namesrv"]
                         self.broker = match["broker"]
+                        self.grpc = match["grpc"] or ""
                         return
                 remaining = deadline - time.monotonic()
                 if self._stdout_closed or remaining <= 0:
