@@ -54,7 +54,7 @@ from tidemq.broker.requests import (
 )
 from tidemq.broker.sending import BrokerSender
 from tidemq.broker.stats import STATS_WINDOW_S, BrokerStats, RateCounter
-from tidemq.broker.topics import TopicConfigManager, is_readable
+from tidemq.broker.topics import TopicConfig, TopicConfigManager, is_readable
 from tidemq.common import sysflag
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message_id import host_text
@@ -195,29 +195,47 @@ class BrokerService(BrokerAdmin, BrokerSender):
 
     # -- pull ------------------------------------------------------------------------------
 
-    def _pull_filter(self, request: PullRequest) -> MessageFilter | None:
-        """PullMessageProcessor's checks; the filter to read with (None: all)."""
-        group_config = self.groups.find(request.group)
+    def readable(self, group: str, topic: str) -> tuple[SubscriptionGroupConfig, TopicConfig]:
+        """The configs of a group that may consume and a topic that may be read
+        (PullMessageProcessor's checks, shared by pull and pop)."""
+        group_config = self.groups.find(group)
         if group_config is None:
             raise BrokerError(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{request.group}] does not exist",
+                f"subscription group [{group}] does not exist",
             )
         if not group_config.consume_enable:
             raise BrokerError(
-                ResponseCode.NO_PERMISSION, f"subscription group no permission, {request.group}"
+                ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}"
             )
-        config = self.topics.get(request.topic)
+        config = self.topics.get(topic)
         if config is None:
             raise BrokerError(
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"topic[{request.topic}] not exist, apply first please!",
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
             )
         if not is_readable(config.perm):
             raise BrokerError(
-                ResponseCode.NO_PERMISSION,
-                f"the topic[{request.topic}] pulling message is forbidden",
+                ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden"
             )
+        return group_config, config
+
+    def message_filter(self, expression: str | None, expression_type: str) -> MessageFilter | None:
+        """The filter of a TAG or SQL92 subscription (None: everything)."""
+        if expression_type.upper() != EXPRESSION_TAG:
+            if self.sql_filter_factory is None:
+                raise BrokerError(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"The broker does not support consumer to filter message by {expression_type}",
+                )
+            try:
+                return self.sql_filter_factory(expression or "")
+            except ValueError as exc:
+                raise BrokerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc)) from None
+        return _tag_filter(expression)
+
+    def _pull_filter(self, request: PullRequest) -> MessageFilter | None:
+        """PullMessageProcessor's checks; the filter to read with (None: all)."""
+        group_config, config = self.readable(request.group, request.topic)
         if not 0 <= request.queue_id < config.read_queue_nums:
             raise BrokerError(
                 ResponseCode.SYSTEM_ERROR,
@@ -230,17 +248,7 @@ class BrokerService(BrokerAdmin, BrokerSender):
             expression_type = request.expression_type or EXPRESSION_TAG
         else:
             expression, expression_type = self._registered_subscription(request, group_config)
-        if expression_type.upper() != EXPRESSION_TAG:
-            if self.sql_filter_factory is None:
-                raise BrokerError(
-                    ResponseCode.SYSTEM_ERROR,
-                    f"The broker does not support consumer to filter message by {expression_type}",
-                )
-            try:
-                return self.sql_filter_factory(expression or "")
-            except ValueError as exc:
-                raise BrokerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc)) from None
-        return _tag_filter(expression)
+        return self.message_filter(expression, expression_type)
 
     def _registered_subscription(
         self, request: PullRequest, group_config: SubscriptionGroupConfig

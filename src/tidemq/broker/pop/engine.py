@@ -50,7 +50,7 @@ from tidemq.broker.pop.receipts import (
     parse_receipt_handle,
 )
 from tidemq.broker.requests import BrokerError
-from tidemq.broker.topics import PERM_READ_WRITE, is_readable
+from tidemq.broker.topics import PERM_READ_WRITE
 from tidemq.common import properties as props
 from tidemq.common.clock import Clock
 from tidemq.common.tasks import TaskSet
@@ -207,27 +207,7 @@ class BrokerPop:
     # -- pop ---------------------------------------------------------------------------
 
     async def pop(self, request: PopRequest) -> PopResult:
-        group_config = self.service.groups.find(request.group)
-        if group_config is None:
-            raise BrokerError(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{request.group}] does not exist",
-            )
-        if not group_config.consume_enable:
-            raise BrokerError(
-                ResponseCode.NO_PERMISSION, f"subscription group no permission, {request.group}"
-            )
-        topic_config = self.service.topics.get(request.topic)
-        if topic_config is None:
-            raise BrokerError(
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"topic[{request.topic}] not exist, apply first please!",
-            )
-        if not is_readable(topic_config.perm):
-            raise BrokerError(
-                ResponseCode.NO_PERMISSION,
-                f"the topic[{request.topic}] pulling message is forbidden",
-            )
+        group_config, topic_config = self.service.readable(request.group, request.topic)
         if request.queue_id != ALL_QUEUES and not (
             0 <= request.queue_id < topic_config.read_queue_nums
         ):
@@ -242,7 +222,9 @@ class BrokerPop:
                 f"invisible time {request.invisible_ms} ms must be positive",
             )
         _check_invisible(request.invisible_ms)
-        message_filter = self._filter(request)
+        message_filter = self.service.message_filter(
+            request.expression, request.expression_type or "TAG"
+        )
         fifo = group_config.consume_message_orderly if request.order is None else request.order
         max_nums = max(1, min(request.max_nums, MAX_POP_BATCH))
         max_attempts = group_config.retry_max_times + 1
@@ -261,23 +243,6 @@ class BrokerPop:
                 (request.topic, pop_retry_topic(request.group, request.topic)),
                 min(remaining, POLL_RECHECK_S),
             )
-
-    def _filter(self, request: PopRequest) -> MessageFilter | None:
-        from tidemq.broker.service import _tag_filter
-
-        if (request.expression_type or "TAG").upper() == "TAG":
-            return _tag_filter(request.expression)
-        factory = self.service.sql_filter_factory
-        if factory is None:
-            raise BrokerError(
-                ResponseCode.SYSTEM_ERROR,
-                f"The broker does not support consumer to filter message by "
-                f"{request.expression_type}",
-            )
-        try:
-            return factory(request.expression or "")
-        except ValueError as exc:
-            raise BrokerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc)) from None
 
     def _sources(
         self, request: PopRequest, queue_nums: int, fifo: bool
