@@ -227,6 +227,8 @@ class Broker:
             store_port=port,
             delay_levels=config.delay_levels,
             max_message_size=min(MAX_MESSAGE_SIZE, file_size - 64 * 1024),
+            file_reserved_hours=config.file_reserved_hours,
+            delete_when=config.delete_when,
         )
         self.store = FileMessageStore(store_config, clock=self.clock)
         await asyncio.to_thread(self.store.open)

@@ -63,6 +63,10 @@ class BrokerConfig:
     max_in_flight_per_connection: int = 1024
     commitlog_file_size: int | None = None
     """None keeps the store default (1 GiB); tests use smaller files."""
+    file_reserved_hours: float = 72.0
+    """Retention: commitlog files older than this may be deleted (fileReservedTime)."""
+    delete_when: str = "04"
+    """Retention: the hours ("04;05") when expired files are deleted (deleteWhen)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -1,0 +1,258 @@
+"""A blocking handle on a tidemq cluster for the data source's driver and
+tasks: routes, queue offsets, ranged pulls, group offsets, sends and
+END_TRANSACTION.
+
+Spark calls the data source from plain threads in Python workers, so each
+:class:`Connection` owns a private asyncio loop (``asyncio.Runner``) and
+runs tidemq's asyncio client on it; it is opened and closed within one
+Spark call (``with Connection(...)``) and never shared between threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from tidemq.client.consumer.offset_store import BrokerOffsetStore
+from tidemq.client.consumer.pull_api import PullStatus, pull_message
+from tidemq.client.consumer.queue_offsets import max_offset, min_offset, search_offset
+from tidemq.client.consumer.subscription import SubscriptionSpec
+from tidemq.client.errors import ClientError
+from tidemq.client.instance import ClientConfig, ClientInstance
+from tidemq.client.producer import AsyncProducer
+from tidemq.common.message import MessageExt, MessageQueue
+from tidemq.protocol import RequestCode, ResponseCode
+from tidemq.protocol.headers import EndTransactionRequestHeader, encode_header
+from tidemq.spark.ledger import Half
+from tidemq.spark.offsets import OffsetRange, Position
+
+__all__ = ["READER_GROUP", "Connection", "DataLossError"]
+
+T = TypeVar("T")
+
+READER_GROUP = "TIDEMQ_SPARK_READER"
+"""The group named in pulls when the query commits no group of its own."""
+
+
+class DataLossError(RuntimeError):
+    """Offsets the query must read are gone (retention removed them)."""
+
+
+class Connection:
+    """``with Connection(namesrv) as conn``: blocking calls over one private loop."""
+
+    def __init__(self, namesrv: str, *, request_timeout_s: float = 10.0) -> None:
+        self._runner = asyncio.Runner()
+        self._config = ClientConfig(namesrv=namesrv, request_timeout_s=request_timeout_s)
+        self._instance: ClientInstance | None = None
+        self._producers: dict[str, AsyncProducer] = {}
+
+    def __enter__(self) -> Self:
+        self._instance = ClientInstance(self._config)
+        self.run(self._instance.start())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            for producer in self._producers.values():
+                self.run(producer.shutdown())
+            if self._instance is not None:
+                self.run(self._instance.close())
+        finally:
+            self._producers.clear()
+            self._instance = None
+            self._runner.close()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._runner.run(coro)
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None:
+            raise RuntimeError("use the connection inside its with block")
+        return self._instance
+
+    # -- queues and offsets ---------------------------------------------------------
+
+    def read_queues(self, topics: Iterable[str]) -> list[MessageQueue]:
+        """Every readable queue of `topics` on a live master, sorted."""
+
+        async def fetch() -> list[MessageQueue]:
+            queues: list[MessageQueue] = []
+            for topic in topics:
+                route = await self.instance.route(topic, refresh=True)
+                masters = route.masters()
+                queues += [q for q in route.read_queues() if q.broker_name in masters]
+            return sorted(queues)
+
+        return self.run(fetch())
+
+    def max_offsets(self, queues: Iterable[MessageQueue]) -> Position:
+        return self.run(self._each(queues, max_offset))
+
+    def min_offsets(self, queues: Iterable[MessageQueue]) -> Position:
+        return self.run(self._each(queues, min_offset))
+
+    def offsets_at(self, queues: Iterable[MessageQueue], timestamp_ms: int) -> Position:
+        """The first offset stored at or after `timestamp_ms` in each queue."""
+
+        async def at(instance: ClientInstance, mq: MessageQueue) -> int:
+            return await search_offset(instance, mq, timestamp_ms)
+
+        return self.run(self._each(queues, at))
+
+    async def _each(self, queues: Iterable[MessageQueue], ask: Any) -> Position:
+        wanted = list(queues)
+        answers = await asyncio.gather(*(ask(self.instance, mq) for mq in wanted))
+        return dict(zip(wanted, answers, strict=True))
+
+    # -- reading ----------------------------------------------------------------------
+
+    def pull_range(
+        self,
+        part: OffsetRange,
+        expression: tuple[str, str],
+        *,
+        batch: int,
+        fail_on_data_loss: bool,
+        group: str = READER_GROUP,
+    ) -> Iterator[list[MessageExt]]:
+        """The messages of `part` that pass the filter, a pull at a time, in offset order.
+
+        Offsets below the queue's minimum (removed by retention) raise
+        DataLossError, or are skipped when `fail_on_data_loss` is false; so
+        is a range end past what the queue still holds."""
+        text, kind = expression
+        subscription = SubscriptionSpec.parse(part.queue.topic, text, kind, sub_version=0)
+        offset = part.start
+        while offset < part.end:
+            result = self.run(
+                pull_message(
+                    self.instance,
+                    group=group,
+                    mq=part.queue,
+                    subscription=subscription,
+                    offset=offset,
+                    max_nums=min(batch, part.end - offset),
+                    suspend_ms=0,
+                )
+            )
+            if offset < result.min_offset or result.status is PullStatus.OFFSET_ILLEGAL:
+                lost = f"{part.queue.topic} {part.queue.broker_name}:{part.queue.queue_id}"
+                if result.min_offset > offset:
+                    reason = (
+                        f"offsets {offset}..{min(result.min_offset, part.end) - 1} of {lost} "
+                        f"are gone (the queue now starts at {result.min_offset})"
+                    )
+                else:
+                    reason = f"offset {offset} of {lost} is past its end ({result.max_offset})"
+                if fail_on_data_loss:
+                    raise DataLossError(f"{reason}; set failOnDataLoss=false to skip what was lost")
+                if result.min_offset <= offset:
+                    return
+                offset = result.min_offset
+                continue
+            if result.status is PullStatus.NO_NEW_MSG:
+                if fail_on_data_loss:
+                    raise DataLossError(
+                        f"{part.queue.topic} {part.queue.broker_name}:{part.queue.queue_id} "
+                        f"ends at {result.max_offset}, before the planned end {part.end}; "
+                        "set failOnDataLoss=false to skip"
+                    )
+                return
+            messages = [m for m in result.messages if m.queue_offset < part.end]
+            if messages:
+                yield messages
+            if result.next_begin_offset <= offset:
+                raise ClientError(
+                    f"the broker did not move past offset {offset} of {part.queue}",
+                    ResponseCode.SYSTEM_ERROR,
+                )
+            offset = result.next_begin_offset
+
+    # -- group offsets ----------------------------------------------------------------
+
+    def commit_group(self, group: str, position: Position) -> None:
+        """Store `position` as `group`'s consumer offsets (awaited, so lag shows at once)."""
+
+        async def commit() -> None:
+            store = BrokerOffsetStore(self.instance, group)
+            for mq, offset in position.items():
+                store.update(mq, offset)
+            await store.persist_all(list(position), oneway=False)
+
+        self.run(commit())
+
+    # -- writing ----------------------------------------------------------------------
+
+    def producer(self, group: str, send_timeout_s: float) -> AsyncProducer:
+        """A started producer of `group` sharing this connection's client instance."""
+        producer = self._producers.get(group)
+        if producer is None:
+            producer = AsyncProducer(
+                group,
+                client_instance=self.instance,
+                send_timeout_s=send_timeout_s,
+                send_latency_fault_enable=False,
+            )
+            self.run(producer.start())
+            self._producers[group] = producer
+        return producer
+
+    def end_transactions(
+        self, group: str, halves: Sequence[Half], commit: bool, concurrency: int = 64
+    ) -> None:
+        """END_TRANSACTION (commit or rollback) for every half, answers awaited;
+        the halves of one lane one after another, in order (message groups).
+
+        The broker ignores an END for a half already resolved, so ending a
+        half twice is harmless: that is what makes a replayed commit safe."""
+        state = 8 if commit else 12  # MessageSysFlag TRANSACTION_COMMIT / ROLLBACK_TYPE
+
+        async def end_one(half: Half, gate: asyncio.Semaphore) -> None:
+            header = EndTransactionRequestHeader(
+                producer_group=group,
+                tran_state_table_offset=half.queue_offset,
+                commit_log_offset=half.commit_log_offset,
+                commit_or_rollback=state,
+                from_transaction_check=False,
+                msg_id=half.msg_id,
+                transaction_id=half.msg_id,
+                topic=half.topic,
+            )
+            async with gate:
+                address = await self.instance.require_master(half.broker_name, half.topic)
+                response = await self.instance.invoke(
+                    address, RequestCode.END_TRANSACTION, encode_header(header)
+                )
+            if response.code != ResponseCode.SUCCESS:
+                raise ClientError(
+                    f"ending transaction {half.msg_id} on {half.broker_name}: "
+                    f"{response.remark or response.code}",
+                    response.code,
+                )
+
+        async def end_lane(lane: list[Half], gate: asyncio.Semaphore) -> None:
+            for half in lane:
+                await end_one(half, gate)
+
+        async def end_all() -> None:
+            gate = asyncio.Semaphore(concurrency)
+            lanes: dict[str, list[Half]] = {}
+            for half in halves:
+                if half.lane:
+                    lanes.setdefault(half.lane, []).append(half)
+            free = [end_one(h, gate) for h in halves if not h.lane]
+            await asyncio.gather(*free, *(end_lane(lane, gate) for lane in lanes.values()))
+
+        self.run(end_all())
