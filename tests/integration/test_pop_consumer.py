@@ -2,11 +2,15 @@
 over the remoting POP codes. Invisible time, ack, redelivery with the attempt
 raised, change of invisible time, the DLQ after max attempts, long polling,
 FIFO blocking, bad handles, and restarts (SIGTERM, kill -9 in sync flush)
-that neither lose a pending redelivery nor redeliver an acked message."""
+that neither lose a pending redelivery nor redeliver an acked message; batch
+acks (BATCH_ACK_MESSAGE), out-of-range invisible times, the broker's own FIFO
+dead-lettering and a FIFO batch that outlives a restart; the blocking
+SimpleConsumer."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +18,19 @@ from pathlib import Path
 import pytest
 
 from tidemq.client.admin import AdminClient
-from tidemq.client.consumer.simple import AsyncSimpleConsumer, ReceivedMessage
+from tidemq.client.consumer.simple import AsyncSimpleConsumer, ReceivedMessage, SimpleConsumer
 from tidemq.client.errors import ClientError
 from tidemq.common import properties as props
 from tidemq.common.message import Message
 from tidemq.protocol import ResponseCode
+from tidemq.protocol.codes import RequestCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers import encode_header
+from tidemq.protocol.pop_headers import ChangeInvisibleTimeRequestHeader, PopMessageRequestHeader
 from tidemq.testing.client_support import create_topic, numbered_messages, produce, read_topic
 from tidemq.testing.processes import ServerProcess, serve
-from tidemq.testing.waiting import unique_name
+from tidemq.testing.waiting import eventually, unique_name
+from tidemq.transport import RemotingClient
 
 pytestmark = pytest.mark.slow
 
@@ -33,14 +42,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 async def receive_until(
-    consumer: AsyncSimpleConsumer, count: int, invisible_s: float, deadline_s: float = 30.0
+    consumer: AsyncSimpleConsumer,
+    count: int,
+    invisible_s: float,
+    deadline_s: float = 30.0,
+    *,
+    batch: int = 32,
 ) -> list[ReceivedMessage]:
-    """Receive until `count` messages came (or fail at the deadline)."""
+    """Receive (up to `batch` a time) until `count` messages came (or fail at the deadline)."""
     got: list[ReceivedMessage] = []
     deadline = time.monotonic() + deadline_s
     while len(got) < count:
         assert time.monotonic() < deadline, f"only {len(got)} of {count} messages came"
-        got += await consumer.receive(32, invisible_s)
+        got += await consumer.receive(batch, invisible_s)
     return got
 
 
@@ -273,3 +287,204 @@ def test_messages_are_kept_as_sent(server: ServerProcess) -> None:
             await c.ack(got)
 
     asyncio.run(run())
+
+
+# -- raw remoting requests the SimpleConsumer does not send --------------------------------
+
+
+async def request(
+    server: ServerProcess, code: int, header: object = None, body: bytes = b""
+) -> RemotingCommand:
+    """One remoting request straight to the broker; the answer, whatever its code."""
+    ext = encode_header(header) if header is not None else None
+    async with RemotingClient() as client:
+        return await client.invoke(server.broker, RemotingCommand.request(code, ext, body), 10)
+
+
+async def batch_ack(
+    server: ServerProcess, group: str, topic: str, handles: list[str]
+) -> RemotingCommand:
+    """BATCH_ACK_MESSAGE with tidemq's JSON body (see broker/pop/handlers.py)."""
+    document = {"acks": [{"consumerGroup": group, "topic": topic, "extraInfo": handles}]}
+    return await request(server, RequestCode.BATCH_ACK_MESSAGE, body=json.dumps(document).encode())
+
+
+async def test_batch_ack_acks_many_and_reports_refused_handles(server: ServerProcess) -> None:
+    topic, group = unique_name("PopT"), unique_name("PopG")
+    await create_topic(server.namesrv, topic, queues=1)
+    await produce(server.namesrv, numbered_messages(topic, 5))
+    async with AsyncSimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=1) as c:
+        got = {m.body: m for m in await receive_until(c, 5, invisible_s=2)}
+        assert sorted(got) == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+        answer = await batch_ack(
+            server, group, topic, [got[b].receipt_handle for b in (b"m0", b"m1")]
+        )
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        forged = got[b"m4"].receipt_handle.split(" ")
+        forged[1] = "1"  # another pop time: no such checkpoint
+        mixed = [
+            got[b"m2"].receipt_handle,
+            " ".join(forged),
+            got[b"m0"].receipt_handle,  # acked by the first batch
+            "not a handle",
+            got[b"m3"].receipt_handle,
+        ]
+        answer = await batch_ack(server, group, topic, mixed)
+        assert answer.code == ResponseCode.MESSAGE_ILLEGAL
+        assert answer.remark == "3 receipt handles were refused"
+        answer = await request(server, RequestCode.BATCH_ACK_MESSAGE, body=b"{not json")
+        assert answer.code == ResponseCode.MESSAGE_ILLEGAL
+        assert "malformed" in (answer.remark or "")
+        # after the invisible time only m4 (never acked) comes back
+        again = await receive_until(c, 1, invisible_s=30)
+        assert [(m.body, m.delivery_attempt) for m in again] == [(b"m4", 2)]
+        await c.ack(again[0])
+        assert await c.receive(16, 30) == []
+
+
+async def test_out_of_range_invisible_times_are_refused(server: ServerProcess) -> None:
+    topic, group = unique_name("PopT"), unique_name("PopG")
+    await create_topic(server.namesrv, topic, queues=1)
+    await produce(server.namesrv, numbered_messages(topic, 1, body="kept"))
+    over_12_h = 12 * 3600 + 1
+    async with AsyncSimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=1) as c:
+        with pytest.raises(ClientError) as refused:
+            await c.receive(1, over_12_h)
+        assert refused.value.code == ResponseCode.INVALID_PARAMETER
+        assert "out of range" in str(refused.value)
+        negative = PopMessageRequestHeader(
+            consumer_group=group, topic=topic, queue_id=-1, max_msg_nums=1, invisible_time=-1
+        )
+        answer = await request(server, RequestCode.POP_MESSAGE, negative)
+        assert answer.code == ResponseCode.INVALID_PARAMETER, answer.remark
+        # the refused pops handed nothing out: the message comes on its first attempt
+        [got] = await receive_until(c, 1, invisible_s=30)
+        assert (got.body, got.delivery_attempt) == (b"kept", 1)
+        handle = got.receipt_handle
+        with pytest.raises(ClientError) as refused:
+            await c.change_invisible_duration(got, over_12_h)
+        assert refused.value.code == ResponseCode.INVALID_PARAMETER
+        change = ChangeInvisibleTimeRequestHeader(
+            consumer_group=group,
+            topic=topic,
+            queue_id=got.queue_id,
+            extra_info=handle,
+            offset=got.queue_offset,
+            invisible_time=-1000,
+        )
+        answer = await request(server, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, change)
+        assert answer.code == ResponseCode.INVALID_PARAMETER, answer.remark
+        assert got.receipt_handle == handle
+        await c.ack(got)  # the refusals left the handle valid
+        assert await c.receive(4, 30) == []
+
+
+async def test_fifo_group_dead_letters_on_the_broker_after_max_attempts(
+    server: ServerProcess,
+) -> None:
+    """The broker's own FIFO path (`_pop_once`): the client never forwards to
+    the DLQ (the remoting SimpleConsumer has no such request)."""
+    topic, group = unique_name("PopT"), unique_name("FifoG")
+    await create_topic(server.namesrv, topic, queues=1)
+    async with AdminClient(server.namesrv) as admin:
+        await admin.create_group(group, orderly=True, retry_max_times=1)  # 2 attempts
+    messages = numbered_messages(topic, 2, body="f{}")
+    for message in messages:
+        message.properties[props.SHARDING_KEY] = "order-1"
+    await produce(server.namesrv, messages)
+    async with AsyncSimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=2) as c:
+        delivered = []
+        for _ in range(2):  # never acked: the same batch again when its time is up
+            [message] = await receive_until(c, 1, invisible_s=0.3, batch=1)
+            delivered.append((message.body, message.delivery_attempt))
+        assert delivered == [(b"f0", 1), (b"f0", 2)]
+        # a third attempt exceeds the max: f0 goes to the DLQ, the queue moves on
+        [after] = await receive_until(c, 1, invisible_s=30, batch=1)
+        assert (after.body, after.delivery_attempt) == (b"f1", 1)
+        await c.ack(after)
+        assert await c.receive(4, 30) == []
+
+    async def dead_lettered() -> list[object] | None:
+        try:
+            return list(await read_topic(server.namesrv, f"%DLQ%{group}")) or None
+        except ClientError:
+            return None
+
+    dead = await eventually(dead_lettered, "f0 in the DLQ", timeout=20)
+    assert [m.body for m in dead] == [b"f0"]  # type: ignore[attr-defined]
+    assert dead[0].properties[props.RETRY_TOPIC] == topic  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["sigterm", "kill9"])
+def test_fifo_batch_survives_a_restart(tmp_path: Path, crash: bool) -> None:
+    """A FIFO batch in flight at a restart (sync flush) still blocks its queue
+    afterwards, its handles still ack it, and the last ack unblocks the queue.
+    kill -9 comes after one ack, which sync flush persists before answering."""
+    topic, group = unique_name("PopT"), unique_name("FifoG")
+    data = tmp_path / "data"
+
+    async def first_life(server: ServerProcess) -> list[ReceivedMessage]:
+        await create_topic(server.namesrv, topic, queues=1)
+        async with AdminClient(server.namesrv) as admin:
+            await admin.create_group(group, orderly=True)
+        messages = numbered_messages(topic, 3)
+        for message in messages:
+            message.properties[props.SHARDING_KEY] = "order-1"
+        await produce(server.namesrv, messages)
+        async with AsyncSimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=1) as c:
+            batch = await c.receive(2, 60)
+            assert [m.body for m in batch] == [b"m0", b"m1"]
+            if crash:
+                await c.ack(batch[0])
+                return batch[1:]
+        return batch
+
+    async def second_life(server: ServerProcess, unacked: list[ReceivedMessage]) -> None:
+        consumer = AsyncSimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=0.5)
+        async with consumer as c:
+            assert await c.receive(4, 60) == [], "the queue was handed out past a live batch"
+            for message in unacked:
+                await c.ack(message)  # the handles from before the restart
+            rest = await receive_until(c, 1, invisible_s=60)
+            assert [(m.body, m.delivery_attempt) for m in rest] == [(b"m2", 1)]
+            await c.ack(rest[0])
+            assert await c.receive(4, 60) == []
+
+    with serve(data, flush="sync") as server:
+        unacked = asyncio.run(first_life(server))
+        if crash:
+            server.kill()
+        else:
+            server.stop()
+    order_info = data / "config" / "consumerOrderInfo.json"
+    assert order_info.exists()
+    assert f"{topic}@{group}" in json.loads(order_info.read_text())["table"]
+    with serve(data, flush="sync") as server:
+        asyncio.run(second_life(server, unacked))
+
+
+def test_blocking_simple_consumer(server: ServerProcess) -> None:
+    topic, group = unique_name("PopT"), unique_name("PopG")
+    asyncio.run(create_topic(server.namesrv, topic, queues=1))
+    asyncio.run(produce(server.namesrv, numbered_messages(topic, 2)))
+
+    def receive(consumer: SimpleConsumer, count: int) -> list[ReceivedMessage]:
+        got: list[ReceivedMessage] = []
+        deadline = time.monotonic() + 30
+        while len(got) < count:
+            assert time.monotonic() < deadline, f"only {len(got)} of {count} messages came"
+            got += consumer.receive(8, 30)
+        return got
+
+    with SimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=1) as consumer:
+        first = receive(consumer, 2)
+        assert bodies(first) == [b"m0", b"m1"]
+        old_handle = first[0].receipt_handle
+        assert consumer.change_invisible_duration(first[0], 0.2) != old_handle
+        [again] = receive(consumer, 1)
+        assert (again.body, again.delivery_attempt) == (first[0].body, 2)
+        consumer.ack(again)
+        consumer.ack(first[1])
+        assert consumer.receive(8, 30) == []
+    with pytest.raises(ClientError):  # shut down by the with block
+        consumer.receive(1, 30)

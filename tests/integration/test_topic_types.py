@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -23,6 +24,7 @@ from tidemq.client.producer import AsyncProducer
 from tidemq.common import properties as props
 from tidemq.common.message import Message
 from tidemq.protocol import ResponseCode
+from tidemq.testing.client_support import grpc_call, grpc_send_request, read_topic
 from tidemq.testing.processes import ServerProcess, serve, server_env
 from tidemq.testing.waiting import unique_name
 
@@ -122,3 +124,52 @@ def test_bad_type_and_fifo_group_cli(server: ServerProcess) -> None:
     assert json.loads(done.stdout)["fifo"] is True
     listed = json.loads(cli(server, "group", "list", "--json").stdout)
     assert any(row["group"] == group and row["orderly"] for row in listed)
+
+
+def test_grpc_fifo_message_to_a_normal_topic_is_refused(server: ServerProcess) -> None:
+    normal = typed_topic(server, "normal")
+    fifo = grpc_send_request(
+        normal, b"grouped", message_type=pb.MessageType.FIFO, message_group="g"
+    )
+    sent = asyncio.run(grpc_call(server.grpc, "SendMessage", fifo))
+    entry = sent.entries[0]
+    assert entry.status.code == pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert "NORMAL" in entry.status.message and "FIFO" in entry.status.message
+    plain = asyncio.run(grpc_call(server.grpc, "SendMessage", grpc_send_request(normal, b"plain")))
+    assert plain.status.code == pb.Code.OK
+    assert [m.body for m in asyncio.run(read_topic(server.namesrv, normal))] == [b"plain"]
+
+
+def test_transaction_topic_over_grpc(server: ServerProcess) -> None:
+    topic = typed_topic(server, "transaction")
+
+    async def run() -> tuple[Any, Any, Any, Any]:
+        route = await grpc_call(
+            server.grpc, "QueryRoute", spb.QueryRouteRequest(topic=pb.Resource(name=topic))
+        )
+        normal = await grpc_call(server.grpc, "SendMessage", grpc_send_request(topic, b"normal"))
+        half = await grpc_call(
+            server.grpc,
+            "SendMessage",
+            grpc_send_request(topic, b"tx", message_type=pb.MessageType.TRANSACTION),
+        )
+        end = await grpc_call(
+            server.grpc,
+            "EndTransaction",
+            spb.EndTransactionRequest(
+                topic=pb.Resource(name=topic),
+                message_id=half.entries[0].message_id,
+                transaction_id=half.entries[0].transaction_id,
+                resolution=pb.TransactionResolution.COMMIT,
+            ),
+        )
+        return route, normal, half, end
+
+    route, normal, half, end = asyncio.run(run())
+    types = {tuple(q.accept_message_types) for q in route.message_queues}
+    assert types == {(pb.MessageType.TRANSACTION,)}
+    assert normal.entries[0].status.code == pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert half.entries[0].status.code == pb.Code.OK and half.entries[0].transaction_id
+    assert end.status.code == pb.Code.OK, end.status.message
+    stored = asyncio.run(read_topic(server.namesrv, topic))
+    assert [m.body for m in stored] == [b"tx"]  # committed; the NORMAL one was never stored

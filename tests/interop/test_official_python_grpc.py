@@ -2,7 +2,9 @@
 against a real `tidemq serve`: producer (normal, FIFO, delay + recall,
 transaction commit / rollback / orphan check-back), SimpleConsumer (receive,
 ack, change invisible duration, redelivery with the attempt raised, FIFO
-order), and what a raw v2 stub gets for bad input."""
+order), and through a raw v2 stub: bad input (unknown group, expired handles,
+invisible durations out of range), the offset RPCs, receive long polling; a
+cluster `tidemq broker` serving gRPC from its config; the 8081 default."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
+from click.testing import CliRunner
 from rocketmq import (
     ClientConfiguration,
     ConsumeResult,
@@ -34,13 +36,14 @@ from rocketmq import (
 )
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
-from rocketmq.grpc_protocol import service_pb2_grpc
 
+from tidemq.cli.main import cli
+from tidemq.cli.server_commands import serve as serve_command
 from tidemq.client.admin import AdminClient
 from tidemq.testing import processes
-from tidemq.testing.client_support import create_topic, read_topic
+from tidemq.testing.client_support import create_topic, grpc_call, grpc_send_request, read_topic
 from tidemq.testing.processes import ServerProcess, serve, serve_args
-from tidemq.testing.waiting import unique_name
+from tidemq.testing.waiting import eventually, unique_name
 
 pytestmark = pytest.mark.slow
 
@@ -232,20 +235,29 @@ def test_sent_over_grpc_read_by_remoting(server: ServerProcess) -> None:
 
 
 def call(server: ServerProcess, method: str, request: Any) -> Any:
-    async def run() -> Any:
-        async with grpc.aio.insecure_channel(server.grpc) as channel:
-            stub = service_pb2_grpc.MessagingServiceStub(channel)
-            metadata = (("x-mq-client-id", "raw-stub@1"),)
-            rpc = getattr(stub, method)
-            if method == "ReceiveMessage":
-                return [r async for r in rpc(request, metadata=metadata, timeout=30)]
-            return await rpc(request, metadata=metadata, timeout=10)
-
-    return asyncio.run(run())
+    return asyncio.run(grpc_call(server.grpc, method, request))
 
 
 def resource(name: str) -> pb.Resource:
     return pb.Resource(name=name)
+
+
+def receive_request(
+    group: str, topic: str, *, invisible_s: int = 15, polling_s: int = 1, batch: int = 16
+) -> Any:
+    return spb.ReceiveMessageRequest(
+        group=resource(group),
+        message_queue=pb.MessageQueue(topic=resource(topic)),
+        filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+        batch_size=batch,
+        invisible_duration={"seconds": invisible_s},
+        long_polling_timeout={"seconds": polling_s},
+    )
+
+
+def received(responses: list[Any]) -> list[Any]:
+    """The messages of a ReceiveMessage or PullMessage stream."""
+    return [r.message for r in responses if r.HasField("message")]
 
 
 def test_bad_input_gets_the_right_codes(server: ServerProcess) -> None:
@@ -254,16 +266,7 @@ def test_bad_input_gets_the_right_codes(server: ServerProcess) -> None:
     assert route.status.code == Code.TOPIC_NOT_FOUND
 
     def send(body: bytes, **system: Any) -> Any:
-        request = spb.SendMessageRequest(
-            messages=[
-                pb.Message(
-                    topic=resource(topic),
-                    body=body,
-                    system_properties=pb.SystemProperties(message_id="01AB", **system),
-                )
-            ]
-        )
-        return call(server, "SendMessage", request)
+        return call(server, "SendMessage", grpc_send_request(topic, body, **system))
 
     big = send(b"x" * (4 * 1024 * 1024 + 1), message_type=pb.MessageType.NORMAL)
     assert big.entries[0].status.code == Code.MESSAGE_BODY_TOO_LARGE
@@ -276,21 +279,7 @@ def test_bad_input_gets_the_right_codes(server: ServerProcess) -> None:
     )
     assert far.entries[0].status.code == Code.ILLEGAL_DELIVERY_TIME
 
-    def receive(invisible_ms: int) -> list[Any]:
-        return call(
-            server,
-            "ReceiveMessage",
-            spb.ReceiveMessageRequest(
-                group=resource(group),
-                message_queue=pb.MessageQueue(topic=resource(topic)),
-                filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
-                batch_size=1,
-                invisible_duration={"seconds": invisible_ms // 1000},
-                long_polling_timeout={"seconds": 1},
-            ),
-        )
-
-    [answer] = receive(5000)
+    [answer] = call(server, "ReceiveMessage", receive_request(group, topic, invisible_s=5))
     assert answer.status.code == Code.ILLEGAL_INVISIBLE_TIME
     for handle in ("forged", "0 1 60000 0 0 broker-a 0 0"):
         ack = call(
@@ -459,3 +448,258 @@ def test_push_consumer_fifo_order_retries_and_dlq(server: ServerProcess) -> None
     finally:
         consumer.shutdown()
         producer.shutdown()
+
+
+# -- raw stub: offsets, long polling, receipt handles -------------------------------------
+
+
+def ack_request(group: str, topic: str, *handles: str) -> Any:
+    entries = [spb.AckMessageEntry(message_id="x", receipt_handle=h) for h in handles]
+    return spb.AckMessageRequest(group=resource(group), topic=resource(topic), entries=entries)
+
+
+def change_request(group: str, topic: str, handle: str, seconds: int) -> Any:
+    return spb.ChangeInvisibleDurationRequest(
+        group=resource(group),
+        topic=resource(topic),
+        receipt_handle=handle,
+        invisible_duration={"seconds": seconds},
+        message_id="x",
+    )
+
+
+def receive_raw(
+    server: ServerProcess, group: str, topic: str, count: int, deadline_s: float = 30
+) -> list[Any]:
+    """ReceiveMessage (15 s invisible) until `count` messages came."""
+    got: list[Any] = []
+    deadline = time.monotonic() + deadline_s
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"only {len(got)} of {count} messages came"
+        got += received(call(server, "ReceiveMessage", receive_request(group, topic)))
+    return got
+
+
+def test_offset_rpcs(server: ServerProcess) -> None:
+    """PullMessage, UpdateOffset, GetOffset and QueryOffset (the official
+    clients do not use them)."""
+    topic, group = new_topic(server, queues=1), new_group(server)
+    for i in range(3):
+        sent = call(server, "SendMessage", grpc_send_request(topic, f"o{i}".encode()))
+        assert (sent.status.code, sent.entries[0].offset) == (Code.OK, i)
+    queue = pb.MessageQueue(topic=resource(topic), id=0)
+
+    def pull(offset: int, batch: int = 32, on: Any = queue) -> tuple[int, list[Any], int]:
+        request = spb.PullMessageRequest(
+            group=resource(group),
+            message_queue=on,
+            offset=offset,
+            batch_size=batch,
+            filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+        )
+        answer = call(server, "PullMessage", request)
+        next_offsets = [r.next_offset for r in answer if r.WhichOneof("content") == "next_offset"]
+        return answer[0].status.code, received(answer), (next_offsets or [-1])[0]
+
+    code, first, next_offset = pull(0, batch=2)
+    assert code == Code.OK and next_offset == 2
+    assert [(m.body, m.system_properties.queue_offset) for m in first] == [(b"o0", 0), (b"o1", 1)]
+    code, rest, next_offset = pull(2)
+    assert (code, [m.body for m in rest], next_offset) == (Code.OK, [b"o2"], 3)
+    assert pull(3)[0] == Code.MESSAGE_NOT_FOUND
+    assert pull(50)[0] == Code.ILLEGAL_OFFSET
+    missing = pb.MessageQueue(topic=resource("NoSuchTopicHere"), id=0)
+    assert pull(0, on=missing)[0] == Code.TOPIC_NOT_FOUND
+
+    def get_offset() -> Any:
+        request = spb.GetOffsetRequest(group=resource(group), message_queue=queue)
+        return call(server, "GetOffset", request)
+
+    def update_offset(offset: int, on: Any = queue) -> int:
+        request = spb.UpdateOffsetRequest(group=resource(group), message_queue=on, offset=offset)
+        return call(server, "UpdateOffset", request).status.code
+
+    assert get_offset().status.code == Code.OFFSET_NOT_FOUND  # pulls commit nothing
+    assert update_offset(2) == Code.OK
+    assert (get_offset().status.code, get_offset().offset) == (Code.OK, 2)
+    assert update_offset(-1) == Code.ILLEGAL_OFFSET
+    assert update_offset(1, on=missing) == Code.TOPIC_NOT_FOUND
+    assert get_offset().offset == 2  # the refusals changed nothing
+
+    def query(policy: str, at_ms: int = 0, on: Any = queue) -> tuple[int, int]:
+        request = spb.QueryOffsetRequest(
+            message_queue=on,
+            query_offset_policy=pb.QueryOffsetPolicy.Value(policy),
+            timestamp={"seconds": at_ms // 1000, "nanos": at_ms % 1000 * 1_000_000},
+        )
+        answer = call(server, "QueryOffset", request)
+        return answer.status.code, answer.offset
+
+    assert query("BEGINNING") == (Code.OK, 0)
+    assert query("END") == (Code.OK, 3)
+    stored_ms = [m.system_properties.store_timestamp.ToMilliseconds() for m in first + rest]
+    assert query("TIMESTAMP", stored_ms[0] - 60_000) == (Code.OK, 0)
+    assert query("TIMESTAMP", stored_ms[-1] + 60_000) == (Code.OK, 3)
+    # the first message stored at or after the time
+    expected = min(i for i, ms in enumerate(stored_ms) if ms >= stored_ms[1])
+    assert query("TIMESTAMP", stored_ms[1]) == (Code.OK, expected)
+    assert query("END", on=missing)[0] == Code.TOPIC_NOT_FOUND
+
+
+def test_receive_long_polling_answers_when_a_message_arrives(server: ServerProcess) -> None:
+    topic, group = new_topic(server), new_group(server)
+    polling_s = 20
+
+    async def run() -> tuple[list[Any], float, float]:
+        started_at = time.monotonic()
+        receiving = asyncio.ensure_future(
+            grpc_call(
+                server.grpc,
+                "ReceiveMessage",
+                receive_request(group, topic, polling_s=polling_s),
+                timeout=polling_s + 10,
+            )
+        )
+        done, _ = await asyncio.wait({receiving}, timeout=1.5)
+        assert not done, "an empty receive was answered instead of held"
+        sent_at = time.monotonic()
+        sent = await grpc_call(server.grpc, "SendMessage", grpc_send_request(topic, b"late"))
+        assert sent.status.code == Code.OK
+        answer = await asyncio.wait_for(receiving, polling_s)
+        answered_at = time.monotonic()
+        return answer, answered_at - sent_at, answered_at - started_at
+
+    answer, after_send, total = asyncio.run(run())
+    assert answer[0].status.code == Code.OK
+    [message] = received(answer)
+    assert message.body == b"late"
+    assert after_send < 5 and total < polling_s / 2, (after_send, total)
+    acked = call(
+        server, "AckMessage", ack_request(group, topic, message.system_properties.receipt_handle)
+    )
+    assert acked.status.code == Code.OK
+
+    # the hold ends a second before the client's deadline, with an answer
+    started_at = time.monotonic()
+    empty = asyncio.run(
+        grpc_call(
+            server.grpc, "ReceiveMessage", receive_request(group, topic, polling_s=20), timeout=3
+        )
+    )
+    assert empty[0].status.code == Code.MESSAGE_NOT_FOUND
+    assert 1.0 <= time.monotonic() - started_at < 3.0
+
+
+def test_unknown_group_gets_consumer_group_not_found(tmp_path: Path) -> None:
+    settings = {"auto_create_subscription_group": False}
+    with serve(tmp_path / "data", settings=settings) as strict:
+        topic = new_topic(strict, queues=1)
+        assert call(strict, "SendMessage", grpc_send_request(topic, b"kept")).status.code == Code.OK
+        [refused] = call(strict, "ReceiveMessage", receive_request("NoSuchGroup", topic))
+        assert refused.status.code == Code.CONSUMER_GROUP_NOT_FOUND
+        assert "NoSuchGroup" in refused.status.message
+        group = new_group(strict)  # the message is still there for a real group
+        [message] = receive_raw(strict, group, topic, 1)
+        assert (message.body, message.system_properties.delivery_attempt) == (b"kept", 1)
+
+
+def test_expired_receipt_handles_are_refused(server: ServerProcess) -> None:
+    for fifo in (False, True):
+        topic, group = new_topic(server, queues=1), new_group(server, fifo=fifo)
+        system = {"message_type": pb.MessageType.FIFO, "message_group": "g"} if fifo else {}
+        sent = call(server, "SendMessage", grpc_send_request(topic, b"once", **system))
+        assert sent.status.code == Code.OK
+        [first] = receive_raw(server, group, topic, 1)
+        changed = call(
+            server,
+            "ChangeInvisibleDuration",
+            change_request(group, topic, first.system_properties.receipt_handle, 0),
+        )
+        assert changed.status.code == Code.OK
+        expired = changed.receipt_handle  # its invisible time (0 s) is over at once
+        if fifo:  # still the group's batch: the "expired" check answers
+            ack = call(server, "AckMessage", ack_request(group, topic, expired))
+            assert ack.status.code == Code.INVALID_RECEIPT_HANDLE
+            assert "expired" in ack.status.message
+        [again] = receive_raw(server, group, topic, 1)  # revived
+        assert (again.body, again.system_properties.delivery_attempt) == (b"once", 2)
+        # FIFO: the pre-change handle is not expired by its own time and (unlike
+        # Java, which ignores it) still acks the new delivery; only check it non-FIFO
+        stale = [expired] if fifo else [expired, first.system_properties.receipt_handle]
+        for handle in stale:
+            ack = call(server, "AckMessage", ack_request(group, topic, handle))
+            assert ack.status.code == Code.INVALID_RECEIPT_HANDLE, (fifo, ack.status.message)
+        fresh = again.system_properties.receipt_handle
+        assert call(server, "AckMessage", ack_request(group, topic, fresh)).status.code == Code.OK
+        nothing = call(server, "ReceiveMessage", receive_request(group, topic))
+        assert nothing[0].status.code == Code.MESSAGE_NOT_FOUND, fifo
+
+
+def test_change_invisible_duration_out_of_range(server: ServerProcess) -> None:
+    topic, group = new_topic(server, queues=1), new_group(server)
+    assert call(server, "SendMessage", grpc_send_request(topic, b"kept")).status.code == Code.OK
+    [message] = receive_raw(server, group, topic, 1)
+    handle = message.system_properties.receipt_handle
+    for seconds in (12 * 3600 + 1, -1):
+        answer = call(
+            server, "ChangeInvisibleDuration", change_request(group, topic, handle, seconds)
+        )
+        assert answer.status.code == Code.ILLEGAL_INVISIBLE_TIME, seconds
+        assert answer.receipt_handle == handle
+    # the handle still works: the message was neither revived nor changed
+    assert call(server, "AckMessage", ack_request(group, topic, handle)).status.code == Code.OK
+    nothing = call(server, "ReceiveMessage", receive_request(group, topic))
+    assert nothing[0].status.code == Code.MESSAGE_NOT_FOUND
+
+
+# -- gRPC on a cluster broker, the default port ---------------------------------------------
+
+
+def test_cluster_broker_serves_grpc_from_its_config(tmp_path: Path) -> None:
+    with processes.started(["namesrv", "--port", "0"], tmp_path, "namesrv") as (_, ns_ready):
+        namesrv = ns_ready["namesrv"]
+        config = tmp_path / "broker-g.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "broker_name": "broker-g",
+                    "listen_port": 0,
+                    "namesrv_addrs": [namesrv],
+                    "data_dir": str(tmp_path / "broker-g"),
+                    "grpc_port": 0,
+                }
+            )
+        )
+        args = ["broker", "--config", str(config)]
+        with processes.started(args, tmp_path, "broker-g") as (_, ready):
+            assert ready["name"] == "broker-g" and ready.get("grpc")
+            topic = unique_name("ClusterT")
+
+            async def create() -> None:
+                async with AdminClient(namesrv) as admin:
+
+                    async def registered() -> bool:
+                        return "broker-g" in (await admin.cluster_info()).masters()
+
+                    await eventually(registered, "broker-g to register", timeout=20)
+                    await admin.create_topic(topic, queues=2)
+
+            asyncio.run(create())
+            endpoint = ClientConfiguration(ready["grpc"], Credentials())
+            producer = started(lambda: Producer(endpoint, (topic,)))
+            try:
+                receipt = producer.send(message(topic, b"via broker grpc", tag="T"))
+            finally:
+                producer.shutdown()
+            assert receipt.message_id
+            stored = asyncio.run(read_topic(namesrv, topic))
+            assert [(m.body, m.tags) for m in stored] == [(b"via broker grpc", "T")]
+            assert stored[0].properties["UNIQ_KEY"] == receipt.message_id
+
+
+def test_serve_defaults_to_grpc_port_8081() -> None:
+    option = next(p for p in serve_command.params if p.name == "grpc_port")
+    assert option.default == 8081
+    shown = CliRunner().invoke(cli, ["serve", "--help"])
+    assert shown.exit_code == 0
+    assert "[default: 8081;" in " ".join(shown.output.split())

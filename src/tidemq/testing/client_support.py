@@ -1,10 +1,16 @@
 """Client test plumbing against a real server: create a topic, produce numbered
-messages with the AsyncProducer. Used by the client integration tests so each
-of them says only what it checks."""
+messages with the AsyncProducer, call the gRPC endpoint through a raw v2 stub.
+Used by the client integration tests so each of them says only what it checks."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+import grpc
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc
 
 from tidemq.client.admin import AdminClient
 from tidemq.client.consumer.pull_api import PullStatus, pull_message
@@ -14,7 +20,17 @@ from tidemq.client.producer import AsyncProducer
 from tidemq.common.message import Message, MessageExt, MessageQueue
 from tidemq.testing.waiting import unique_name
 
-__all__ = ["create_topic", "numbered_messages", "produce", "read_queue", "read_topic"]
+__all__ = [
+    "create_topic",
+    "grpc_call",
+    "grpc_send_request",
+    "numbered_messages",
+    "produce",
+    "read_queue",
+    "read_topic",
+]
+
+GRPC_STREAMING = frozenset({"ReceiveMessage", "PullMessage"})
 
 
 async def create_topic(namesrv: str, topic: str, *, queues: int = 4) -> list[MessageQueue]:
@@ -102,3 +118,31 @@ async def read_topic(
     finally:
         await instance.close()
     return found
+
+
+async def grpc_call(endpoint: str, method: str, request: Any, timeout: float | None = None) -> Any:
+    """One apache.rocketmq.v2 RPC through a raw stub (for what the official
+    clients do not expose): the response, or the list of a stream's responses."""
+    async with grpc.aio.insecure_channel(endpoint) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        metadata = (("x-mq-client-id", "raw-stub@1"),)
+        rpc = getattr(stub, method)
+        if method in GRPC_STREAMING:
+            return [r async for r in rpc(request, metadata=metadata, timeout=timeout or 30)]
+        return await rpc(request, metadata=metadata, timeout=timeout or 10)
+
+
+def grpc_send_request(topic: str, body: bytes, **system: Any) -> Any:
+    """A SendMessageRequest of one message; `system` are SystemProperties
+    fields (message_type NORMAL unless given)."""
+    system.setdefault("message_type", pb.MessageType.NORMAL)
+    system.setdefault("message_id", "01AB")
+    return spb.SendMessageRequest(
+        messages=[
+            pb.Message(
+                topic=pb.Resource(name=topic),
+                body=body,
+                system_properties=pb.SystemProperties(**system),
+            )
+        ]
+    )

@@ -392,7 +392,9 @@ class BrokerPop:
                 "receipt handle is unknown or its message was acked already"
                 f" (group {group}, topic {topic})"
             )
-        if self.clock.now_ms() >= info.pop_ms + info.invisible_ms:
+        now = self.clock.now_ms()
+        # the handle's own time too: after a redelivery the batch's time is the new one's
+        if now >= info.pop_ms + info.invisible_ms or now >= handle.pop_ms + handle.invisible_ms:
             raise ReceiptHandleError("receipt handle is expired: the invisible time has passed")
         return queue_topic
 
