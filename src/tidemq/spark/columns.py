@@ -2,28 +2,30 @@
 as Arrow record batches, and written rows as messages.
 
 Reads return Arrow batches (Spark takes them without a per-row Python
-conversion). The two properties a pull adds per answer (MIN_OFFSET,
-MAX_OFFSET) are left out, so that reading a range twice gives equal rows.
+conversion), built from the pulled records decoded straight into columns
+(`decode_record_columns`), so no message object is made per row.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from tidemq.client._send import make_message
 from tidemq.common import properties as props
-from tidemq.common.message import Message, MessageExt
+from tidemq.common.message import Message
+from tidemq.common.properties import decode_properties
+from tidemq.protocol.message_codec import RecordColumns
 
 __all__ = [
     "READ_SCHEMA",
     "WRITE_COLUMNS",
     "arrow_schema",
     "check_write_schema",
-    "messages_to_batch",
+    "records_to_batch",
     "row_to_message",
 ]
 
@@ -35,7 +37,6 @@ READ_SCHEMA = (
 
 WRITE_COLUMNS = ("body", "topic", "tags", "keys", "properties", "message_group", "deliver_at")
 
-_PULL_ONLY = frozenset({props.MIN_OFFSET, props.MAX_OFFSET})
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
@@ -59,32 +60,55 @@ def arrow_schema() -> pa.Schema:
 
 
 _SCHEMA = arrow_schema()
+_MS = pa.timestamp("ms", tz="UTC")
 
 
-def messages_to_batch(broker: str, messages: Sequence[MessageExt]) -> pa.RecordBatch:
-    """One Arrow batch of `messages` (all of one broker), in their order."""
-    n = len(messages)
+def records_to_batch(
+    broker: str,
+    records: RecordColumns,
+    start: int,
+    end: int,
+    tags: frozenset[str] | None,
+) -> pa.RecordBatch:
+    """The Arrow batch of the pulled `records` with queue offsets in [start, end)
+    whose tag is one of `tags` (None: any), in their order.
+
+    The tag check is the exact one Java's client makes after the broker's
+    hash filter; properties are parsed once per record, for it and the map."""
+    keep: list[int] = []
     keys: list[str | None] = []
-    tags: list[str | None] = []
-    prop_items: list[list[tuple[str, str]]] = []
-    for m in messages:
-        p = m.properties
-        keys.append(p.get(props.KEYS))
-        tags.append(p.get(props.TAGS))
-        prop_items.append([(k, v) for k, v in p.items() if k not in _PULL_ONLY])
+    tag_column: list[str | None] = []
+    items: list[list[tuple[str, str]]] = []
+    ids: list[str] = []
+    for i, (offset, raw) in enumerate(zip(records.queue_offset, records.properties, strict=True)):
+        if offset < start or offset >= end:
+            continue
+        parsed = decode_properties(raw)
+        tag = parsed.get(props.TAGS)
+        if tags is not None and tag not in tags:
+            continue
+        keep.append(i)
+        keys.append(parsed.get(props.KEYS))
+        tag_column.append(tag)
+        items.append(list(parsed.items()))
+        ids.append(parsed.get(props.UNIQ_KEY) or records.offset_msg_id[i])
+
+    def pick(values: list[Any]) -> list[Any]:
+        return values if len(keep) == len(values) else [values[i] for i in keep]
+
     columns = [
-        pa.array([m.topic for m in messages], pa.string()),
-        pa.array([broker] * n, pa.string()),
-        pa.array([m.queue_id for m in messages], pa.int32()),
-        pa.array([m.queue_offset for m in messages], pa.int64()),
-        pa.array([m.properties.get(props.UNIQ_KEY) or m.msg_id for m in messages], pa.string()),
+        pa.array(pick(records.topic), pa.string()),
+        pa.array([broker] * len(keep), pa.string()),
+        pa.array(pick(records.queue_id), pa.int32()),
+        pa.array(pick(records.queue_offset), pa.int64()),
+        pa.array(ids, pa.string()),
         pa.array(keys, pa.string()),
-        pa.array(tags, pa.string()),
-        pa.array(prop_items, pa.map_(pa.string(), pa.string())),
-        pa.array([m.body for m in messages], pa.binary()),
-        pa.array([m.born_timestamp * 1000 for m in messages], _TIMESTAMP),
-        pa.array([m.store_timestamp * 1000 for m in messages], _TIMESTAMP),
-        pa.array([m.reconsume_times for m in messages], pa.int32()),
+        pa.array(tag_column, pa.string()),
+        pa.array(items, pa.map_(pa.string(), pa.string())),
+        pa.array(pick(records.body), pa.binary()),
+        pa.array(pick(records.born_timestamp), _MS).cast(_TIMESTAMP),
+        pa.array(pick(records.store_timestamp), _MS).cast(_TIMESTAMP),
+        pa.array(pick(records.reconsume_times), pa.int32()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=_SCHEMA)
 

@@ -3,7 +3,7 @@ tasks: routes, queue offsets, ranged pulls, group offsets, sends and
 END_TRANSACTION.
 
 Spark calls the data source from plain threads in Python workers, so each
-:class:`Connection` owns a private asyncio loop (``asyncio.Runner``) and
+:class:`Connection` owns a private asyncio event loop and
 runs tidemq's asyncio client on it; it is opened and closed within one
 Spark call (``with Connection(...)``) and never shared between threads.
 """
@@ -16,15 +16,16 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from tidemq.client.consumer.offset_store import BrokerOffsetStore
-from tidemq.client.consumer.pull_api import PullStatus, pull_message
+from tidemq.client.consumer.pull_api import PullStatus, pull_raw
 from tidemq.client.consumer.queue_offsets import max_offset, min_offset, search_offset
 from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.producer import AsyncProducer
-from tidemq.common.message import MessageExt, MessageQueue
-from tidemq.protocol import RequestCode, ResponseCode
+from tidemq.common.message import MessageQueue
+from tidemq.protocol import ProtocolError, RequestCode, ResponseCode
 from tidemq.protocol.headers import EndTransactionRequestHeader, encode_header
+from tidemq.protocol.message_codec import RecordColumns, decode_record_columns
 from tidemq.spark.ledger import Half
 from tidemq.spark.offsets import OffsetRange, Position
 
@@ -44,7 +45,7 @@ class Connection:
     """``with Connection(namesrv) as conn``: blocking calls over one private loop."""
 
     def __init__(self, namesrv: str, *, request_timeout_s: float = 10.0) -> None:
-        self._runner = asyncio.Runner()
+        self._loop = asyncio.new_event_loop()
         self._config = ClientConfig(namesrv=namesrv, request_timeout_s=request_timeout_s)
         self._instance: ClientInstance | None = None
         self._producers: dict[str, AsyncProducer] = {}
@@ -71,10 +72,12 @@ class Connection:
         finally:
             self._producers.clear()
             self._instance = None
-            self._runner.close()
+            self._loop.close()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._runner.run(coro)
+        """Run `coro` on the private loop (not asyncio.Runner.run: that installs a
+        SIGINT handler per call and is far slower for many small calls)."""
+        return self._loop.run_until_complete(coro)
 
     @property
     def instance(self) -> ClientInstance:
@@ -126,18 +129,22 @@ class Connection:
         batch: int,
         fail_on_data_loss: bool,
         group: str = READER_GROUP,
-    ) -> Iterator[list[MessageExt]]:
-        """The messages of `part` that pass the filter, a pull at a time, in offset order.
+    ) -> Iterator[RecordColumns]:
+        """The records of `part`, a pull at a time, in offset order, as columns.
 
-        Offsets below the queue's minimum (removed by retention) raise
-        DataLossError, or are skipped when `fail_on_data_loss` is false; so
-        is a range end past what the queue still holds."""
+        The broker applies the filter (TAG by hash, SQL92 exactly); records
+        outside the range and the exact tag check are the caller's
+        (`columns.records_to_batch`). Offsets below the queue's minimum
+        (removed by retention) raise DataLossError, or are skipped when
+        `fail_on_data_loss` is false; so is a range end past what the queue
+        still holds."""
         text, kind = expression
         subscription = SubscriptionSpec.parse(part.queue.topic, text, kind, sub_version=0)
+        where = f"{part.queue.topic} {part.queue.broker_name}:{part.queue.queue_id}"
         offset = part.start
         while offset < part.end:
-            result = self.run(
-                pull_message(
+            result, raw = self.run(
+                pull_raw(
                     self.instance,
                     group=group,
                     mq=part.queue,
@@ -148,14 +155,13 @@ class Connection:
                 )
             )
             if offset < result.min_offset or result.status is PullStatus.OFFSET_ILLEGAL:
-                lost = f"{part.queue.topic} {part.queue.broker_name}:{part.queue.queue_id}"
                 if result.min_offset > offset:
                     reason = (
-                        f"offsets {offset}..{min(result.min_offset, part.end) - 1} of {lost} "
+                        f"offsets {offset}..{min(result.min_offset, part.end) - 1} of {where} "
                         f"are gone (the queue now starts at {result.min_offset})"
                     )
                 else:
-                    reason = f"offset {offset} of {lost} is past its end ({result.max_offset})"
+                    reason = f"offset {offset} of {where} is past its end ({result.max_offset})"
                 if fail_on_data_loss:
                     raise DataLossError(f"{reason}; set failOnDataLoss=false to skip what was lost")
                 if result.min_offset <= offset:
@@ -165,17 +171,21 @@ class Connection:
             if result.status is PullStatus.NO_NEW_MSG:
                 if fail_on_data_loss:
                     raise DataLossError(
-                        f"{part.queue.topic} {part.queue.broker_name}:{part.queue.queue_id} "
-                        f"ends at {result.max_offset}, before the planned end {part.end}; "
-                        "set failOnDataLoss=false to skip"
+                        f"{where} ends at {result.max_offset}, before the planned end "
+                        f"{part.end}; set failOnDataLoss=false to skip"
                     )
                 return
-            messages = [m for m in result.messages if m.queue_offset < part.end]
-            if messages:
-                yield messages
+            if raw:
+                try:
+                    yield decode_record_columns(raw)
+                except ProtocolError as exc:
+                    raise ClientError(
+                        f"malformed records from {where} at {offset}: {exc}",
+                        ResponseCode.SYSTEM_ERROR,
+                    ) from None
             if result.next_begin_offset <= offset:
                 raise ClientError(
-                    f"the broker did not move past offset {offset} of {part.queue}",
+                    f"the broker did not move past offset {offset} of {where}",
                     ResponseCode.SYSTEM_ERROR,
                 )
             offset = result.next_begin_offset

@@ -34,6 +34,7 @@ from tidemq.client.producer import AsyncProducer
 from tidemq.common import properties as props
 from tidemq.common.message import Message, MessageQueue
 from tidemq.common.message_id import decode_offset_message_id
+from tidemq.common.properties import decode_properties
 from tidemq.protocol import ResponseCode
 from tidemq.spark.columns import check_write_schema, row_to_message
 from tidemq.spark.connection import Connection
@@ -296,10 +297,13 @@ class Ledger:
     def _read(self, start: int, end: int) -> list[LedgerEntry]:
         part = OffsetRange(self.queue, start, end)
         out = []
-        for messages in self.conn.pull_range(
+        for records in self.conn.pull_range(
             part, ("*", "TAG"), batch=LEDGER_PAGE, fail_on_data_loss=True
         ):
-            out += [decode_chunk(m.queue_offset, m.properties, m.body) for m in messages]
+            for offset, raw, body in zip(
+                records.queue_offset, records.properties, records.body, strict=True
+            ):
+                out.append(decode_chunk(offset, decode_properties(raw), body))
         return out
 
     def append(self, record: CommitRecord) -> None:

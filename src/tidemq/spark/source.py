@@ -23,8 +23,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.common.message import MessageQueue
-from tidemq.spark.columns import messages_to_batch
+from tidemq.spark.columns import records_to_batch
 from tidemq.spark.connection import Connection
 from tidemq.spark.offsets import (
     EARLIEST,
@@ -52,14 +53,18 @@ class QueueRangePartition(InputPartition):
 
 def read_range(options: ReadOptions, part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The Arrow batches of one partition (runs in a Spark task)."""
+    text, kind = options.expression
+    tags = SubscriptionSpec.parse(part.queue.topic, text, kind, sub_version=0).tags
     with Connection(options.namesrv) as conn:
-        for messages in conn.pull_range(
+        for records in conn.pull_range(
             part,
             options.expression,
             batch=options.pull_batch,
             fail_on_data_loss=options.fail_on_data_loss,
         ):
-            yield messages_to_batch(part.queue.broker_name, messages)
+            batch = records_to_batch(part.queue.broker_name, records, part.start, part.end, tags)
+            if batch.num_rows:
+                yield batch
 
 
 def resolve_start(

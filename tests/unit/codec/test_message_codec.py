@@ -21,6 +21,7 @@ from tidemq.protocol.message_codec import (
     MESSAGE_MAGIC_V2,
     RecordHeader,
     decode_record,
+    decode_record_columns,
     decode_records,
     encode_record,
     patch_offsets,
@@ -581,3 +582,60 @@ def test_mutated_records_decode_or_raise_protocol_error(
             assert peek_properties(buf) == properties  # same answer when both read it
         with contextlib.suppress(ProtocolError):
             peek_properties(buf)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(max_size=300),
+            st.booleans(),  # zlib-compressed
+            st.sampled_from([BORN_IP, bytes(range(16))]),  # IPv4 or IPv6 store host
+            st.sampled_from([b"T", b"L" * 200]),  # v1 or v2 topic
+            st.dictionaries(
+                st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "a"]), st.text("xyz09", min_size=1)
+            ),
+        ),
+        max_size=8,
+    )
+)
+def test_record_columns_match_decode_records(records: list[Any]) -> None:
+    """The columnar decoder reads every run as decode_records does, field by field."""
+    run, physical = [], 100
+    for index, (body, packed, store_ip, topic, properties) in enumerate(records):
+        stored = zlib.compress(body) if packed else body
+        raw_props = "".join(f"{k}\x01{v}\x02" for k, v in properties.items()).encode()
+        record = encode_record(
+            **{
+                **FIXTURE_FIELDS,
+                "topic": topic,
+                "queue_offset": index,
+                "physical_offset": physical,
+                "sys_flag": sysflag.COMPRESSED if packed else 0,
+                "store_host": store_ip,
+                "reconsume_times": index % 3,
+                "body": stored,
+                "properties": raw_props,
+            }
+        )
+        run.append(record)
+        physical += len(record)
+    data = b"".join(run)
+    messages = decode_records(data, decompress=True)
+    columns = decode_record_columns(data)
+    assert len(columns) == len(messages)
+    assert columns.body == [m.body for m in messages]
+    assert columns.topic == [m.topic for m in messages]
+    assert columns.queue_offset == [m.queue_offset for m in messages]
+    assert columns.queue_id == [m.queue_id for m in messages]
+    assert columns.born_timestamp == [m.born_timestamp for m in messages]
+    assert columns.store_timestamp == [m.store_timestamp for m in messages]
+    assert columns.reconsume_times == [m.reconsume_times for m in messages]
+    assert columns.offset_msg_id == [m.msg_id for m in messages]
+    assert [decode_properties(p) for p in columns.properties] == [m.properties for m in messages]
+
+
+def test_record_columns_refuse_what_decode_records_refuses() -> None:
+    for cut in range(1, len(ALI_ONS_MESSAGE_BIN)):
+        with pytest.raises(ProtocolError):
+            decode_record_columns(ALI_ONS_MESSAGE_BIN[:cut])
+    assert len(decode_record_columns(b"")) == 0

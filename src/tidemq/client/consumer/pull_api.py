@@ -31,8 +31,10 @@ __all__ = [
     "PullResult",
     "PullStatus",
     "pull_message",
+    "pull_raw",
     "pull_request_fields",
     "pull_result",
+    "pull_status",
     "pull_timeout",
 ]
 
@@ -93,6 +95,64 @@ async def pull_message(
     ClientError with the broker's remark and code, no answer a ClientError
     with an RPC_* code.
     """
+    response, address = await _pull(
+        instance,
+        group=group,
+        mq=mq,
+        subscription=subscription,
+        offset=offset,
+        max_nums=max_nums,
+        commit_offset=commit_offset,
+        suspend_ms=suspend_ms,
+        timeout_s=timeout_s,
+        send_subscription=send_subscription,
+    )
+    return pull_result(response, mq=mq, offset=offset, subscription=subscription, address=address)
+
+
+async def pull_raw(
+    instance: ClientInstance,
+    *,
+    group: str,
+    mq: MessageQueue,
+    subscription: SubscriptionSpec,
+    offset: int,
+    max_nums: int = DEFAULT_PULL_BATCH_SIZE,
+    suspend_ms: int = DEFAULT_SUSPEND_MS,
+) -> tuple[PullResult, bytes]:
+    """`pull_message` without decoding: the result (no messages) and the raw
+    records, for callers that decode only the fields they need (the Spark
+    source reads them into columns). No client-side tag check either."""
+    response, address = await _pull(
+        instance,
+        group=group,
+        mq=mq,
+        subscription=subscription,
+        offset=offset,
+        max_nums=max_nums,
+        commit_offset=None,
+        suspend_ms=suspend_ms,
+        timeout_s=None,
+        send_subscription=True,
+    )
+    result = pull_status(response, mq=mq, offset=offset, address=address)
+    found = result.status is PullStatus.FOUND
+    return result, (response.body or b"") if found else b""
+
+
+async def _pull(
+    instance: ClientInstance,
+    *,
+    group: str,
+    mq: MessageQueue,
+    subscription: SubscriptionSpec,
+    offset: int,
+    max_nums: int,
+    commit_offset: int | None,
+    suspend_ms: int,
+    timeout_s: float | None,
+    send_subscription: bool,
+) -> tuple[RemotingCommand, str]:
     fields = pull_request_fields(
         group=group,
         mq=mq,
@@ -107,7 +167,7 @@ async def pull_message(
         timeout_s = pull_timeout(suspend_ms, instance.config.request_timeout_s)
     address = await instance.require_master(mq.broker_name, mq.topic)
     response = await instance.invoke(address, RequestCode.PULL_MESSAGE, fields, timeout=timeout_s)
-    return pull_result(response, mq=mq, offset=offset, subscription=subscription, address=address)
+    return response, address
 
 
 def pull_request_fields(
@@ -165,6 +225,24 @@ def pull_result(
     address: str,
 ) -> PullResult:
     """Map a PULL_MESSAGE answer; records below `offset` or not matching are left out."""
+    result = pull_status(response, mq=mq, offset=offset, address=address)
+    if result.status is PullStatus.FOUND and response.body:
+        decoded = decode_messages(response.body, address)
+        result.unfiltered_count = len(decoded)
+        min_text, max_text = str(result.min_offset), str(result.max_offset)
+        for message in decoded:
+            if message.queue_offset < offset or not subscription.matches(message):
+                continue
+            message.properties[properties.MIN_OFFSET] = min_text
+            message.properties[properties.MAX_OFFSET] = max_text
+            result.messages.append(message)
+    return result
+
+
+def pull_status(
+    response: RemotingCommand, *, mq: MessageQueue, offset: int, address: str
+) -> PullResult:
+    """The status and offsets of a PULL_MESSAGE answer (no messages decoded)."""
     status = _STATUS_BY_CODE.get(response.code)
     if status is None:
         raise ClientError(
@@ -184,14 +262,4 @@ def pull_result(
         max_offset=header.max_offset,
         suggest_which_broker_id=header.suggest_which_broker_id,
     )
-    if status is PullStatus.FOUND and response.body:
-        decoded = decode_messages(response.body, address)
-        result.unfiltered_count = len(decoded)
-        min_text, max_text = str(result.min_offset), str(result.max_offset)
-        for message in decoded:
-            if message.queue_offset < offset or not subscription.matches(message):
-                continue
-            message.properties[properties.MIN_OFFSET] = min_text
-            message.properties[properties.MAX_OFFSET] = max_text
-            result.messages.append(message)
     return result
