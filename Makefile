@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test bench lint clean venv
+.PHONY: run test bench lint clean venv pipeline
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,13 +34,20 @@ $(NPM_STAMP): interop/package-lock.json interop/package.json
 test: $(STAMP) $(NPM_STAMP)
 	$(PY) -m pytest
 
+# The Spark example: tidemq + a Structured Streaming job over order events, bounded
+# (about a minute and a half), Parquet output in pipeline-output/ (removed first).
+pipeline: $(STAMP)
+	rm -rf pipeline-output
+	$(PY) examples/orders_pipeline.py --out pipeline-output
+
 bench: $(STAMP)
 	$(PY) benchmarks/store_bench.py
 	$(PY) benchmarks/e2e_bench.py
+	$(PY) benchmarks/spark_bench.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(VENV)/bin/mypy
 
 clean:

@@ -33,9 +33,9 @@ from typing import Any
 from tidemq.client.producer import AsyncProducer
 from tidemq.common.message import Message
 from tidemq.spark.connection import Connection
+from tidemq.spark.session import local_session
 from tidemq.testing.client_support import create_topic
 from tidemq.testing.processes import serve
-from tidemq.testing.spark import spark_session
 
 BODY = b"x" * 1024
 TIME_LIMIT_S = 600.0
@@ -142,7 +142,7 @@ def main() -> None:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="spark-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        with serve(tmp / "data") as server, spark_session("spark_bench") as spark:
+        with serve(tmp / "data") as server, local_session("spark_bench") as spark:
             progress(f"prefilling {args.messages:,} messages")
             asyncio.run(prefill(server.namesrv, "SparkBenchRead", args.messages))
             progress(

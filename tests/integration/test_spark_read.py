@@ -19,9 +19,9 @@ import pytest
 
 from tidemq.client.producer import make_message
 from tidemq.common.message import MessageQueue
+from tidemq.spark.session import java_available, local_session
 from tidemq.testing.client_support import create_topic, produce
 from tidemq.testing.processes import ServerProcess, serve, server_env
-from tidemq.testing.spark import java_available, spark_session
 from tidemq.testing.waiting import unique_name
 
 pytestmark = [
@@ -38,7 +38,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    with spark_session("test_spark_read") as session:
+    with local_session("test_spark_read") as session:
         yield session
 
 
@@ -87,6 +87,12 @@ def test_batch_read_equals_what_was_produced(spark: Any, server: ServerProcess) 
     # a second read of the same range gives the same rows
     again = read(spark, server, topic=topic).collect()
     assert sorted(map(tuple, again)) == sorted(map(tuple, rows))
+
+
+def test_an_empty_topic_reads_as_no_rows(spark: Any, server: ServerProcess) -> None:
+    topic = unique_name("SparkEmpty")
+    asyncio.run(create_topic(server.namesrv, topic, queues=2))
+    assert read(spark, server, topic=topic).count() == 0
 
 
 def test_filters_are_pushed_down(spark: Any, server: ServerProcess) -> None:

@@ -21,10 +21,10 @@ from tidemq.common.message import MessageExt
 from tidemq.spark.connection import Connection
 from tidemq.spark.ledger import CommitRecord
 from tidemq.spark.options import write_options
+from tidemq.spark.session import java_available, local_session
 from tidemq.spark.sink import Ledger, SentMessages, TidemqStreamWriter
 from tidemq.testing.client_support import create_topic, read_topic
 from tidemq.testing.processes import ServerProcess, serve
-from tidemq.testing.spark import java_available, spark_session
 from tidemq.testing.waiting import unique_name
 
 pytestmark = [
@@ -41,7 +41,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    with spark_session("test_spark_sink") as session:
+    with local_session("test_spark_sink") as session:
         yield session
 
 

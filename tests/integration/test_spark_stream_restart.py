@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tidemq.spark.session import java_available
 from tidemq.testing.client_support import create_topic, numbered_messages, produce, read_topic
 from tidemq.testing.processes import ServerProcess, serve, server_env
-from tidemq.testing.spark import java_available
 from tidemq.testing.waiting import unique_name
 
 pytestmark = [

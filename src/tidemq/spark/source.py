@@ -39,7 +39,13 @@ from tidemq.spark.offsets import (
 )
 from tidemq.spark.options import ReadOptions
 
-__all__ = ["QueueRangePartition", "TidemqBatchReader", "TidemqStreamReader", "read_range"]
+__all__ = [
+    "QueueRangePartition",
+    "TidemqBatchReader",
+    "TidemqStreamReader",
+    "read_partition",
+    "read_range",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +55,15 @@ class QueueRangePartition(InputPartition):
 
     def __init__(self, part: OffsetRange) -> None:
         super().__init__(part)
+
+
+def read_partition(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """Spark stands in one empty partition (value None) when a plan has none:
+    an empty topic, or a batch with nothing new (e.g. one that only moves the
+    watermark on)."""
+    if partition.value is None:
+        return iter(())
+    return read_range(options, partition.value)
 
 
 def read_range(options: ReadOptions, part: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -121,7 +136,7 @@ class TidemqBatchReader(DataSourceReader):
         return [QueueRangePartition(r) for r in plan_ranges(start, end)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition.value)
+        return read_partition(self.options, partition)
 
 
 class TidemqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -180,7 +195,7 @@ class TidemqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [QueueRangePartition(r) for r in plan_ranges(position_of(start), position_of(end))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition.value)
+        return read_partition(self.options, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """With consumerGroup, store the processed offsets as that group's progress."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from tidemq.testing.spark import spark_session
+from tidemq.spark.session import local_session
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--max-per-trigger", type=int, default=100)
     parser.add_argument("--available-now", action="store_true")
     args = parser.parse_args()
-    with spark_session("spark_stream_child") as spark:
+    with local_session("spark_stream_child") as spark:
         writer = (
             spark.readStream.format("tidemq")
             .option("namesrv", args.namesrv)

@@ -1,4 +1,4 @@
-"""Local Spark for tests, examples and benchmarks: a `local[N]` session with
+"""A local Spark session for examples, tests and benchmarks: `local[N]` with
 the `tidemq` data source registered.
 
 PySpark runs Python workers with ``PYSPARK_PYTHON``; it is set to this
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["java_available", "spark_session"]
+__all__ = ["java_available", "local_session"]
 
 
 def java_available() -> bool:
@@ -23,7 +23,7 @@ def java_available() -> bool:
 
 
 @contextmanager
-def spark_session(
+def local_session(
     app: str = "tidemq", *, cores: int = 2, conf: dict[str, str] | None = None
 ) -> Iterator[Any]:
     """A started SparkSession (stopped on the way out) that knows format("tidemq")."""
