@@ -197,6 +197,8 @@ _METHODS: dict[int, str] = {
     RequestCode.GET_TOPIC_CONFIG: "get_topic_config",
     RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: "get_subscription_group_config",
     RequestCode.END_TRANSACTION: "end_transaction",
+    RequestCode.TIDEMQ_SEND_HALF_BATCH: "send_message",
+    RequestCode.TIDEMQ_END_TRANSACTIONS: "end_transactions",
     RequestCode.RECALL_MESSAGE: "recall_message",
     RequestCode.POP_MESSAGE: "pop_message",
     RequestCode.ACK_MESSAGE: "ack_message",
@@ -259,7 +261,9 @@ class BrokerHandlers(PopHandlers):
             unit_mode=header.unit_mode,
             batch=header.batch,
         )
-        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+        if request.code == RequestCode.TIDEMQ_SEND_HALF_BATCH:
+            result = await self.service.send_half_batch(send)
+        elif request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             result = await self.service.send_batch(send)
         else:
             result = await self.service.send(send)
@@ -295,6 +299,32 @@ class BrokerHandlers(PopHandlers):
         if request.is_oneway:
             return None
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def end_transactions(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        """TIDEMQ_END_TRANSACTIONS (a tidemq extension): header `producerGroup`,
+        body JSON ``{"items": [[commitLogOffset, tranStateTableOffset, commit], ...]}``;
+        answers `ended` and `resolvedBefore`."""
+        group = str(request.ext_fields.get("producerGroup") or "")
+        if not group:
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "the producerGroup field is missing")
+        try:
+            document = json.loads(request.body or b"")
+            items = [(int(clo), int(qo), bool(commit)) for clo, qo, commit in document["items"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BrokerError(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f'the body must be {{"items": [[commitLogOffset, tranStateTableOffset, '
+                f"commit], ...]}} ({exc})",
+            ) from None
+        ended, before = await self.service.end_transactions(group, items)
+        return RemotingCommand.response_to(
+            request,
+            ResponseCode.SUCCESS,
+            None,
+            {"ended": str(ended), "resolvedBefore": str(before)},
+        )
 
     async def recall_message(
         self, request: RemotingCommand, connection: Connection

@@ -6,6 +6,7 @@ protocols reach them through the service, so the rules live once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from tidemq.protocol.headers import EndTransactionRequestHeader
@@ -51,6 +52,13 @@ class TransactionHooks(Protocol):
         topic, rollback (12) discards it; unknown (0) leaves it for check-back.
         BrokerError with Java's codes and remarks for a half message that is
         missing or does not match."""
+        ...
+
+    async def end_many(
+        self, producer_group: str, items: Sequence[tuple[int, int, bool]]
+    ) -> tuple[int, int]:
+        """End many halves in one append: (commit-log offset, half-queue offset,
+        commit?) each; all checked first. (ended now, resolved before)."""
         ...
 
     async def start(self) -> None: ...

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tidemq.broker.admin import VERSION_DESC, BrokerAdmin
@@ -460,6 +460,17 @@ class BrokerService(BrokerAdmin, BrokerSender):
                 f"the broker[{self.config.broker_name}] transactions are disabled",
             )
         await self.transactions.end(header)
+
+    async def end_transactions(
+        self, producer_group: str, items: Sequence[tuple[int, int, bool]]
+    ) -> tuple[int, int]:
+        """TIDEMQ_END_TRANSACTIONS: many ENDs in one append (see BrokerTransactions.end_many)."""
+        if self.transactions is None:
+            raise BrokerError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_name}] transactions are disabled",
+            )
+        return await self.transactions.end_many(producer_group, items)
 
     async def recall_message(self, topic: str, handle: str, producer_group: str | None) -> str:
         """RECALL_MESSAGE: cancel a timer message before it is due; its msg id."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tidemq.broker.config import BrokerConfig
@@ -180,34 +181,92 @@ class BrokerTransactions:
             )
             return
         async with self.lock:
-            half = self.half_at(header.commit_log_offset)
-            if half is None:
-                raise BrokerError(
-                    ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed"
-                )
-            remark = end_mismatch(
-                half_group=half.producer_group,
-                half_queue_offset=half.record.queue_offset,
-                half_commit_log_offset=half.record.commit_log_offset,
-                producer_group=header.producer_group,
-                tran_state_table_offset=header.tran_state_table_offset,
-                commit_log_offset=header.commit_log_offset,
+            half = self._unresolved(
+                header.producer_group,
+                header.commit_log_offset,
+                header.tran_state_table_offset,
+                "commit" if kind == sysflag.TRANSACTION_COMMIT_TYPE else "rollback",
             )
-            if remark is not None:
-                raise BrokerError(ResponseCode.SYSTEM_ERROR, remark)
-            if half.key in self.ledger:
-                log.info(
-                    "END_TRANSACTION (%s) for %s of %s ignored: the transaction is resolved",
-                    "commit" if kind == sysflag.TRANSACTION_COMMIT_TYPE else "rollback",
-                    half.key,
-                    header.producer_group,
-                )
+            if half is None:
                 return
             if kind == sysflag.TRANSACTION_COMMIT_TYPE:
                 op_offset = await self._commit(half)
             else:
                 op_offset = await self._store_op(half)
             self.resolved(half, op_offset)
+
+    def _unresolved(
+        self, producer_group: str, commit_log_offset: int, queue_offset: int, what: str
+    ) -> StoredHalf | None:
+        """The half an END names, or None when it is resolved already (logged);
+        BrokerError (Java's code and remarks) when it is missing or differs.
+        Call with the lock held."""
+        half = self.half_at(commit_log_offset)
+        if half is None:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
+        remark = end_mismatch(
+            half_group=half.producer_group,
+            half_queue_offset=half.record.queue_offset,
+            half_commit_log_offset=half.record.commit_log_offset,
+            producer_group=producer_group,
+            tran_state_table_offset=queue_offset,
+            commit_log_offset=commit_log_offset,
+        )
+        if remark is not None:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, remark)
+        if half.key in self.ledger:
+            log.info(
+                "END_TRANSACTION (%s) for %s of %s ignored: the transaction is resolved",
+                what,
+                half.key,
+                producer_group,
+            )
+            return None
+        return half
+
+    async def end_many(
+        self, producer_group: str, items: Sequence[tuple[int, int, bool]]
+    ) -> tuple[int, int]:
+        """End many halves at once (TIDEMQ_END_TRANSACTIONS, a tidemq extension):
+        `items` are (commit-log offset, half-queue offset, commit?). Every half is
+        checked first, so one missing or mismatched half refuses the whole
+        request and nothing is stored; then the committed messages and the op
+        records of all of them go into the store in one append, in `items`
+        order. Halves resolved already are skipped, as by `end`.
+        Returns (ended now, resolved before)."""
+        async with self.lock:
+            chosen: list[tuple[StoredHalf, bool]] = []
+            seen: set[str] = set()
+            for commit_log_offset, queue_offset, commit in items:
+                half = self._unresolved(
+                    producer_group, commit_log_offset, queue_offset, "batch end"
+                )
+                if half is not None and half.key not in seen:
+                    seen.add(half.key)
+                    chosen.append((half, commit))
+            if not chosen:
+                return 0, len(items)
+            records: list[MessageToStore] = []
+            op_positions: list[int] = []
+            try:
+                for half, commit in chosen:
+                    if commit:
+                        records.append(committed_message(half))
+                    records.append(
+                        op_record(half, self.service.store_host, self.service.store_port)
+                    )
+                    op_positions.append(len(records) - 1)
+            except ValueError as exc:
+                raise BrokerError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+            batch = await self.store.put_messages(records)
+            if batch.status not in _STORED or len(batch.results) != len(records):
+                raise put_failure(batch.status, batch.remark)
+            for (half, commit), position in zip(chosen, op_positions, strict=True):
+                if commit:
+                    message = records[position - 1]
+                    self.service.stats.record_put(message.topic, 1, len(message.body))
+                self.resolved(half, batch.results[position].queue_offset)
+            return len(chosen), len(items) - len(chosen)
 
     async def _commit(self, half: StoredHalf) -> int:
         """Store the real message and the op record together; the op's queue offset."""

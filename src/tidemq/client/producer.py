@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
@@ -54,6 +55,7 @@ from tidemq.client._wire import call
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.model import SendResult, TopicRoute
+from tidemq.common import properties as props
 from tidemq.common.message import Message, MessageQueue
 from tidemq.common.message_id import UniqueIdGenerator, host_bytes
 from tidemq.common.tasks import TaskSet
@@ -328,6 +330,30 @@ class AsyncProducer(GroupClient):
             return await self._send_with_retries(
                 prepared, timeout, 1 + self.retry_times_when_send_failed, retry_codes=True
             )
+        return await self._send_to_chosen(prepared, messages[0], queue, None, None, None, timeout)
+
+    async def send_halves(
+        self,
+        messages: Sequence[Message],
+        queue: MessageQueue,
+        *,
+        timeout_s: float | None = None,
+    ) -> SendResult:
+        """Store `messages` (one topic) as transactional halves on `queue` in one
+        request: TIDEMQ_SEND_HALF_BATCH, a tidemq extension that RocketMQ
+        brokers do not know. Each half is ended like one sent alone
+        (END_TRANSACTION, or TIDEMQ_END_TRANSACTIONS for many). `offset_msg_id`
+        of the result joins the halves' offset ids with ","; their half-queue
+        offsets run from `queue_offset`; `msg_id` joins their unique keys,
+        which are their transaction ids."""
+        self._check_running()
+        for message in messages:
+            message.properties[props.TRAN_MSG] = "true"
+            message.properties[props.PGROUP] = self.group
+        prepared = dataclasses.replace(
+            self._codec.prepare_batch(messages), code=RequestCode.TIDEMQ_SEND_HALF_BATCH
+        )
+        timeout = self.send_timeout_s if timeout_s is None else timeout_s
         return await self._send_to_chosen(prepared, messages[0], queue, None, None, None, timeout)
 
     async def publish_queues(self, topic: str) -> list[MessageQueue]:

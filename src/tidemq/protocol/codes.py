@@ -198,6 +198,11 @@ class RequestCode(IntEnum):
     # tiered storage read control (5.x)
     UPDATE_COLD_DATA_FLOW_CTR_CONFIG = 2001
     REMOVE_COLD_DATA_FLOW_CTR_CONFIG = 2002
+
+    # tidemq extensions: no RocketMQ client sends them; the exactly-once Spark
+    # sink uses them to store and end many transactional halves per request
+    TIDEMQ_SEND_HALF_BATCH = 41001
+    TIDEMQ_END_TRANSACTIONS = 41002
     GET_COLD_DATA_FLOW_CTR_INFO = 2003
     SET_COMMITLOG_READ_MODE = 2004
 

@@ -349,7 +349,13 @@ class SendMessageRequestHeaderV2:
         return cls(**_field_values(header))
 
 
-_SEND_V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+_SEND_V2_CODES = frozenset(
+    {
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.TIDEMQ_SEND_HALF_BATCH,
+    }
+)
 
 
 def decode_send_message_header(

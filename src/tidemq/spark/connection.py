@@ -11,6 +11,7 @@ Spark call (``with Connection(...)``) and never shared between threads.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -24,7 +25,6 @@ from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.producer import AsyncProducer
 from tidemq.common.message import MessageQueue
 from tidemq.protocol import ProtocolError, RequestCode, ResponseCode
-from tidemq.protocol.headers import EndTransactionRequestHeader, encode_header
 from tidemq.protocol.message_codec import RecordColumns, decode_record_columns
 from tidemq.spark.ledger import Half
 from tidemq.spark.offsets import OffsetRange, Position
@@ -33,6 +33,9 @@ __all__ = ["READER_GROUP", "Connection", "DataLossError"]
 
 T = TypeVar("T")
 
+END_CHUNK = 2000
+"""Halves per TIDEMQ_END_TRANSACTIONS request."""
+END_TIMEOUT_S = 30.0
 READER_GROUP = "TIDEMQ_SPARK_READER"
 """The group named in pulls when the query commits no group of its own."""
 
@@ -219,50 +222,43 @@ class Connection:
             self._producers[group] = producer
         return producer
 
-    def end_transactions(
-        self, group: str, halves: Sequence[Half], commit: bool, concurrency: int = 64
-    ) -> None:
-        """END_TRANSACTION (commit or rollback) for every half, answers awaited;
-        the halves of one lane one after another, in order (message groups).
+    def end_transactions(self, group: str, halves: Sequence[Half], commit: bool) -> None:
+        """Commit or roll back every half, answers awaited, END_CHUNK halves per
+        TIDEMQ_END_TRANSACTIONS request (a tidemq extension): each request is
+        one append on the broker, in the order given, so a message group's
+        halves (whose lane order the list keeps) are committed in order.
+        Brokers are ended concurrently, each one's chunks one after another.
 
-        The broker ignores an END for a half already resolved, so ending a
-        half twice is harmless: that is what makes a replayed commit safe."""
-        state = 8 if commit else 12  # MessageSysFlag TRANSACTION_COMMIT / ROLLBACK_TYPE
+        The broker skips a half resolved already, so ending a half twice is
+        harmless: that is what makes a replayed commit safe."""
 
-        async def end_one(half: Half, gate: asyncio.Semaphore) -> None:
-            header = EndTransactionRequestHeader(
-                producer_group=group,
-                tran_state_table_offset=half.queue_offset,
-                commit_log_offset=half.commit_log_offset,
-                commit_or_rollback=state,
-                from_transaction_check=False,
-                msg_id=half.msg_id,
-                transaction_id=half.msg_id,
-                topic=half.topic,
-            )
-            async with gate:
-                address = await self.instance.require_master(half.broker_name, half.topic)
+        async def end_on(broker: str, mine: list[Half]) -> None:
+            address = await self.instance.require_master(broker, mine[0].topic)
+            for first in range(0, len(mine), END_CHUNK):
+                chunk = mine[first : first + END_CHUNK]
+                body = json.dumps(
+                    {"items": [[h.commit_log_offset, h.queue_offset, commit] for h in chunk]},
+                    separators=(",", ":"),
+                ).encode()
                 response = await self.instance.invoke(
-                    address, RequestCode.END_TRANSACTION, encode_header(header)
+                    address,
+                    RequestCode.TIDEMQ_END_TRANSACTIONS,
+                    {"producerGroup": group},
+                    body=body,
+                    timeout=END_TIMEOUT_S,
                 )
-            if response.code != ResponseCode.SUCCESS:
-                raise ClientError(
-                    f"ending transaction {half.msg_id} on {half.broker_name}: "
-                    f"{response.remark or response.code}",
-                    response.code,
-                )
-
-        async def end_lane(lane: list[Half], gate: asyncio.Semaphore) -> None:
-            for half in lane:
-                await end_one(half, gate)
+                if response.code != ResponseCode.SUCCESS:
+                    raise ClientError(
+                        f"ending {len(chunk)} transactions on {broker}: "
+                        f"{response.remark or response.code}",
+                        response.code,
+                    )
 
         async def end_all() -> None:
-            gate = asyncio.Semaphore(concurrency)
-            lanes: dict[str, list[Half]] = {}
+            by_broker: dict[str, list[Half]] = {}
             for half in halves:
-                if half.lane:
-                    lanes.setdefault(half.lane, []).append(half)
-            free = [end_one(h, gate) for h in halves if not h.lane]
-            await asyncio.gather(*free, *(end_lane(lane, gate) for lane in lanes.values()))
+                by_broker.setdefault(half.broker_name, []).append(half)
+            await asyncio.gather(*(end_on(b, mine) for b, mine in by_broker.items()))
 
-        self.run(end_all())
+        if halves:
+            self.run(end_all())

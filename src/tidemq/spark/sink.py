@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -54,9 +54,8 @@ __all__ = ["Ledger", "SentMessages", "TidemqBatchWriter", "TidemqStreamWriter"]
 
 log = logging.getLogger(__name__)
 
-IN_FLIGHT = 16
-"""Send requests (batches or single halves/timer messages) in flight per task."""
-HALVES_IN_FLIGHT = 256
+IN_FLIGHT = 8
+"""Send requests (batches of messages or of halves) in flight per task."""
 LEDGER_PAGE = 32
 
 
@@ -81,111 +80,150 @@ def _rows(batches: Iterator[pa.RecordBatch], options: WriteOptions) -> Iterator[
         yield from batch.to_pylist()
 
 
+class _Chunks:
+    """Messages to send requests of at most `size` messages each, at most
+    IN_FLIGHT at a time: a message group's messages (a `lane`, the queue the
+    group hashes to) go in row order, one request after the other on that
+    queue; the rest fill shared requests per topic; `alone` messages go one
+    per request. `send(chunk, lane, index)` makes one request; `index`
+    numbers the requests in the order they were formed."""
+
+    def __init__(
+        self,
+        size: int,
+        send: Callable[[list[Message], MessageQueue | None, int], Awaitable[None]],
+    ) -> None:
+        self.size = size
+        self.send = send
+        self.gate = asyncio.Semaphore(IN_FLIGHT)
+        self.tasks: list[asyncio.Task[None]] = []
+        self.free: dict[str, list[Message]] = {}
+        self.lanes: dict[MessageQueue, list[Message]] = {}
+        self.tails: dict[MessageQueue, asyncio.Task[None]] = {}
+        self.count = 0
+
+    async def add(self, message: Message, lane: MessageQueue | None, alone: bool = False) -> None:
+        if alone:
+            self._spawn([message], None, None)
+        elif lane is not None:
+            self.lanes.setdefault(lane, []).append(message)
+            if len(self.lanes[lane]) >= self.size:
+                self._flush_lane(lane)
+        else:
+            pending = self.free.setdefault(message.topic, [])
+            pending.append(message)
+            if len(pending) >= self.size:
+                self._spawn(self.free.pop(message.topic), None, None)
+        if len(self.tasks) > 4 * IN_FLIGHT:
+            await _settle(self.tasks)
+
+    async def finish(self) -> None:
+        for lane in list(self.lanes):
+            self._flush_lane(lane)
+        for topic in list(self.free):
+            self._spawn(self.free.pop(topic), None, None)
+        await _settle(self.tasks, everything=True)
+
+    def _flush_lane(self, lane: MessageQueue) -> None:
+        self.tails[lane] = self._spawn(self.lanes.pop(lane), lane, self.tails.get(lane))
+
+    def _spawn(
+        self, chunk: list[Message], lane: MessageQueue | None, after: asyncio.Task[None] | None
+    ) -> asyncio.Task[None]:
+        index = self.count
+        self.count += 1
+
+        async def run() -> None:
+            if after is not None:
+                await after
+            async with self.gate:
+                await self.send(chunk, lane, index)
+
+        task = asyncio.ensure_future(run())
+        self.tasks.append(task)
+        return task
+
+
 class _Sender:
-    """One task's sends over one connection: ordered lanes per queue, batches, halves."""
+    """One task's sends over one connection: plain batches, or halves."""
 
     def __init__(self, conn: Connection, options: WriteOptions) -> None:
         self.conn = conn
         self.options = options
         self.producer: AsyncProducer = conn.producer(options.producer_group, options.send_timeout_s)
         self._queues: dict[str, list[MessageQueue]] = {}
+        self._next: dict[str, int] = {}
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        queues = self._queues.get(topic)
+        if queues is None:
+            queues = self._queues[topic] = await self.producer.publish_queues(topic)
+        return queues
 
     async def lane_of(self, message: Message, group: str | None) -> MessageQueue | None:
         if group is None:
             return None
-        queues = self._queues.get(message.topic)
-        if queues is None:
-            queues = self._queues[message.topic] = await self.producer.publish_queues(message.topic)
-        return select_by_sharding_key(queues, group)
+        return select_by_sharding_key(await self.queues(message.topic), group)
+
+    async def any_queue(self, topic: str) -> MessageQueue:
+        queues = await self.queues(topic)
+        index = self._next.get(topic, 0)
+        self._next[topic] = index + 1
+        return queues[index % len(queues)]
 
     # -- at least once --------------------------------------------------------------
 
     async def send_all(self, rows: Iterator[dict[str, object]]) -> int:
-        gate = asyncio.Semaphore(IN_FLIGHT)
-        tasks: list[asyncio.Task[None]] = []
-        free: dict[str, list[Message]] = {}
-        lanes: dict[MessageQueue, list[Message]] = {}
-        lane_tail: dict[MessageQueue, asyncio.Task[None]] = {}
+        async def send(chunk: list[Message], lane: MessageQueue | None, index: int) -> None:
+            if len(chunk) == 1 and props.TIMER_DELIVER_MS in chunk[0].properties:
+                result = await self.producer.send(chunk[0])
+            else:
+                result = await self.producer.send_batch(chunk, queue=lane)
+            _check_stored(result.status, len(chunk), chunk[0].topic)
+
+        chunks = _Chunks(self.options.send_batch, send)
         count = 0
-
-        async def send_batch(messages: list[Message], queue: MessageQueue | None) -> None:
-            async with gate:
-                result = await self.producer.send_batch(messages, queue=queue)
-            _check_stored(result.status, len(messages), messages[0].topic)
-
-        async def send_one(message: Message) -> None:
-            async with gate:
-                result = await self.producer.send(message)
-            _check_stored(result.status, 1, message.topic)
-
-        async def after(
-            previous: asyncio.Task[None] | None, messages: list[Message], queue: MessageQueue
-        ) -> None:
-            if previous is not None:
-                await previous
-            await send_batch(messages, queue)
-
-        def flush_lane(queue: MessageQueue) -> None:
-            task = asyncio.ensure_future(after(lane_tail.get(queue), lanes.pop(queue), queue))
-            lane_tail[queue] = task
-            tasks.append(task)
-
         for row in rows:
             message, group = row_to_message(row, self.options.topic)
             count += 1
-            if props.TIMER_DELIVER_MS in message.properties:
-                tasks.append(asyncio.ensure_future(send_one(message)))
-                continue
-            queue = await self.lane_of(message, group)
-            if queue is not None:
-                lanes.setdefault(queue, []).append(message)
-                if len(lanes[queue]) >= self.options.send_batch:
-                    flush_lane(queue)
-                continue
-            pending = free.setdefault(message.topic, [])
-            pending.append(message)
-            if len(pending) >= self.options.send_batch:
-                tasks.append(asyncio.ensure_future(send_batch(free.pop(message.topic), None)))
-            if len(tasks) > 4 * IN_FLIGHT:
-                await _settle(tasks)
-        for queue in list(lanes):
-            flush_lane(queue)
-        for messages in free.values():
-            tasks.append(asyncio.ensure_future(send_batch(messages, None)))
-        await _settle(tasks, everything=True)
+            timer = props.TIMER_DELIVER_MS in message.properties
+            await chunks.add(message, await self.lane_of(message, group), alone=timer)
+        await chunks.finish()
         return count
 
     # -- halves (exactly once) ------------------------------------------------------
 
-    async def send_halves(
-        self, rows: Iterator[dict[str, object]], halves: list[Half | None]
-    ) -> None:
-        """Send every row as a half message; `halves` gets each one stored, in row order."""
-        gate = asyncio.Semaphore(HALVES_IN_FLIGHT)
-        tasks: list[asyncio.Task[None]] = []
-        lane_tail: dict[MessageQueue, asyncio.Task[None]] = {}
+    async def send_halves(self, rows: Iterator[dict[str, object]], sent: list[Half]) -> None:
+        """Send every row as a half message (TIDEMQ_SEND_HALF_BATCH); `sent`
+        gets each stored half, in row order within a message group."""
+        stored: dict[int, list[Half]] = {}
 
-        async def send(
-            index: int,
-            message: Message,
-            queue: MessageQueue | None,
-            previous: asyncio.Task[None] | None,
-        ) -> None:
-            if previous is not None:
-                await previous
-            async with gate:
-                result = await self.producer.send(message, queue=queue)
-            _check_stored(result.status, 1, message.topic)
-            lane = f"{queue.topic}/{queue.broker_name}/{queue.queue_id}" if queue else ""
-            halves[index] = Half(
-                broker_name=result.broker_name,
-                topic=result.topic,
-                queue_offset=result.queue_offset,
-                commit_log_offset=decode_offset_message_id(result.offset_msg_id)[2],
-                msg_id=result.msg_id,
-                lane=lane,
-            )
+        async def send(chunk: list[Message], lane: MessageQueue | None, index: int) -> None:
+            queue = lane or await self.any_queue(chunk[0].topic)
+            result = await self.producer.send_halves(chunk, queue)
+            _check_stored(result.status, len(chunk), chunk[0].topic)
+            offset_ids = result.offset_msg_id.split(",")
+            keys = result.msg_id.split(",")
+            if len(offset_ids) != len(chunk) or len(keys) != len(chunk):
+                raise ClientError(
+                    f"the broker answered {len(offset_ids)} halves for {len(chunk)} messages",
+                    ResponseCode.SYSTEM_ERROR,
+                )
+            lane_name = f"{queue.topic}/{queue.broker_name}/{queue.queue_id}" if lane else ""
+            stored[index] = [
+                Half(
+                    broker_name=result.broker_name,
+                    topic=result.topic,
+                    queue_offset=result.queue_offset + i,
+                    commit_log_offset=decode_offset_message_id(offset_id)[2],
+                    msg_id=key,
+                    lane=lane_name,
+                )
+                for i, (offset_id, key) in enumerate(zip(offset_ids, keys, strict=True))
+            ]
+            sent.extend(stored[index])  # known now, in case a later chunk fails
 
+        chunks = _Chunks(self.options.send_batch, send)
         for row in rows:
             message, group = row_to_message(row, self.options.topic)
             if props.TIMER_DELIVER_MS in message.properties:
@@ -193,19 +231,9 @@ class _Sender:
                     "the exactly-once streaming sink cannot write deliver_at (a transactional "
                     "message has no delivery time); write timer messages with a batch write"
                 )
-            message.properties[props.TRAN_MSG] = "true"
-            message.properties[props.PGROUP] = self.options.producer_group
-            queue = await self.lane_of(message, group)
-            halves.append(None)
-            task = asyncio.ensure_future(
-                send(len(halves) - 1, message, queue, lane_tail.get(queue) if queue else None)
-            )
-            if queue is not None:
-                lane_tail[queue] = task
-            tasks.append(task)
-            if len(tasks) > 4 * HALVES_IN_FLIGHT:
-                await _settle(tasks)
-        await _settle(tasks, everything=True)
+            await chunks.add(message, await self.lane_of(message, group))
+        await chunks.finish()
+        sent[:] = [half for index in sorted(stored) for half in stored[index]]
 
 
 async def _settle(tasks: list[asyncio.Task[None]], everything: bool = False) -> None:
@@ -329,20 +357,18 @@ class TidemqStreamWriter(DataSourceStreamArrowWriter):
         assert options.sink_id is not None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SentMessages:
-        sent: list[Half | None] = []
+        sent: list[Half] = []
         with Connection(self.options.namesrv) as conn:
             sender = _Sender(conn, self.options)
             try:
                 conn.run(sender.send_halves(_rows(iterator, self.options), sent))
             except BaseException:
-                stored = [h for h in sent if h is not None]
                 try:
-                    conn.end_transactions(self.options.producer_group, stored, commit=False)
+                    conn.end_transactions(self.options.producer_group, sent, commit=False)
                 except ClientError as exc:  # the broker's check-back discards them later
                     log.warning("tidemq sink: rolling back a failed task's halves: %s", exc)
                 raise
-        halves = [h for h in sent if h is not None]
-        return SentMessages(count=len(halves), halves=halves)
+        return SentMessages(count=len(sent), halves=sent)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         halves = [h for m in _sent(messages) for h in m.halves]
