@@ -29,7 +29,7 @@ from tidemq.common import properties as props
 from tidemq.common import sysflag
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import decode_record, split_batch
+from tidemq.protocol.message_codec import BatchEntry, decode_record, split_batch
 from tidemq.store.api import MessageStore, MessageToStore, PutResult, PutStatus
 from tidemq.timer.parking import TIMER_PROPERTIES
 
@@ -279,8 +279,9 @@ class BrokerSender:
             )
         raise _put_failure(result)
 
-    async def send_batch(self, request: SendRequest) -> SendResult:
-        """Store a batch (SEND_BATCH_MESSAGE): all or nothing, consecutive offsets."""
+    def _batch_entries(self, request: SendRequest) -> tuple[TopicConfig, int, list[BatchEntry]]:
+        """The topic, queue and entries of a batch request, checked (not a retry
+        topic, a well-formed, non-empty body)."""
         if retry.is_retry_topic(request.topic):
             raise BrokerError(
                 ResponseCode.MESSAGE_ILLEGAL,
@@ -297,6 +298,11 @@ class BrokerSender:
             ) from None
         if not entries:
             raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
+        return config, queue_id, entries
+
+    async def send_batch(self, request: SendRequest) -> SendResult:
+        """Store a batch (SEND_BATCH_MESSAGE): all or nothing, consecutive offsets."""
+        config, queue_id, entries = self._batch_entries(request)
         if sysflag.transaction_value(request.sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE:
             raise BrokerError(
                 ResponseCode.MESSAGE_ILLEGAL,
@@ -373,19 +379,7 @@ class BrokerSender:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.config.broker_name}] sending transaction message is forbidden",
             )
-        if retry.is_retry_topic(request.topic):
-            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "halves cannot go to a retry topic")
-        config = self._send_topic(request)
-        queue_id = self._queue_for_send(request, config)
-        self._check_body(request.body, "the batch body")
-        try:
-            entries = split_batch(request.body)
-        except ProtocolError as exc:
-            raise BrokerError(
-                ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {exc}"
-            ) from None
-        if not entries:
-            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
+        config, queue_id, entries = self._batch_entries(request)
         sys_flag = request.sys_flag & ~sysflag.TRANSACTION_MASK
         halves = []
         for entry in entries:

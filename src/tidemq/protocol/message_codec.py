@@ -62,7 +62,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tidemq.common import sysflag
 from tidemq.common.message import Message, MessageExt
@@ -293,6 +293,17 @@ def _fixed_for(flags: int) -> struct.Struct:
     return _FIXED_BY_V6_BITS[flags & _V6_BITS]
 
 
+def _fixed_fields(buf: Buffer, offset: int) -> tuple[int, tuple[Any, ...], int]:
+    """(SYSFLAG, the fixed part's fields TOTALSIZE..BODYLENGTH, its size) of
+    the record at `offset`; the layout depends on the IPv6 bits of SYSFLAG."""
+    try:
+        (flags,) = _I32.unpack_from(buf, offset + SYSFLAG_POSITION)
+        fixed = _fixed_for(flags)
+        return flags, fixed.unpack_from(buf, offset), fixed.size
+    except struct.error:
+        raise ProtocolError(f"buffer too short for a record at {offset}") from None
+
+
 def _locate_tail(
     buf: Buffer, offset: int, total: int, magic: int, fixed_size: int, body_len: int
 ) -> tuple[int, int, int, int]:
@@ -384,32 +395,28 @@ def decode_record(
     """
     if offset < 0:
         raise ProtocolError(f"negative offset {offset}")
-    try:
-        (flags,) = _I32.unpack_from(buf, offset + SYSFLAG_POSITION)
-        fixed = _fixed_for(flags)
-        (
-            total,
-            magic,
-            crc,
-            queue_id,
-            flag,
-            queue_offset,
-            physical,
-            _flags,
-            born_ts,
-            born_ip,
-            born_port,
-            store_ts,
-            store_ip,
-            store_port,
-            reconsume,
-            prepared,
-            body_len,
-        ) = fixed.unpack_from(buf, offset)
-    except struct.error:
-        raise ProtocolError(f"buffer too short for a record at {offset}") from None
+    flags, fixed_fields, fixed_size = _fixed_fields(buf, offset)
+    (
+        total,
+        magic,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical,
+        _flags,
+        born_ts,
+        born_ip,
+        born_port,
+        store_ts,
+        store_ip,
+        store_port,
+        reconsume,
+        prepared,
+        body_len,
+    ) = fixed_fields
     body_start, topic_start, topic_len, props_len = _locate_tail(
-        buf, offset, total, magic, fixed.size, body_len
+        buf, offset, total, magic, fixed_size, body_len
     )
     body = bytes(buf[body_start : body_start + body_len])
     if verify_crc and zlib.crc32(body) & _CRC_MASK != crc:
@@ -647,32 +654,28 @@ def decode_record_columns(buf: Buffer, *, decompress: bool = True) -> RecordColu
     end = len(buf)
     view = memoryview(buf)
     while offset < end:
-        try:
-            (flags,) = _I32.unpack_from(buf, offset + SYSFLAG_POSITION)
-            fixed = _fixed_for(flags)
-            (
-                total,
-                magic,
-                _crc,
-                queue_id,
-                _flag,
-                queue_offset,
-                physical,
-                _flags,
-                born_ts,
-                _born_ip,
-                _born_port,
-                store_ts,
-                store_ip,
-                store_port,
-                reconsume,
-                _prepared,
-                body_len,
-            ) = fixed.unpack_from(buf, offset)
-        except struct.error:
-            raise ProtocolError(f"buffer too short for a record at {offset}") from None
+        flags, fixed_fields, fixed_size = _fixed_fields(buf, offset)
+        (
+            total,
+            magic,
+            _crc,
+            queue_id,
+            _flag,
+            queue_offset,
+            physical,
+            _flags,
+            born_ts,
+            _born_ip,
+            _born_port,
+            store_ts,
+            store_ip,
+            store_port,
+            reconsume,
+            _prepared,
+            body_len,
+        ) = fixed_fields
         body_start, topic_start, topic_len, props_len = _locate_tail(
-            buf, offset, total, magic, fixed.size, body_len
+            buf, offset, total, magic, fixed_size, body_len
         )
         body = bytes(view[body_start : body_start + body_len])
         if decompress and sysflag.compression_type(flags) == sysflag.COMPRESSION_ZLIB:
