@@ -227,3 +227,59 @@ def test_lost_offsets_fail_clearly_or_are_skipped(spark: Any, tmp_path: Path) ->
         offsets = sorted(r.queue_offset for r in rows)
         assert offsets[0] >= low and offsets == list(range(offsets[0], 600))
         assert all(r.body.decode()[:4] == f"{r.queue_offset:04d}" for r in rows)
+
+
+def test_stream_picks_up_queues_added_later(
+    spark: Any, server: ServerProcess, tmp_path: Path
+) -> None:
+    from tidemq.client.admin import AdminClient
+
+    topic = unique_name("SparkGrow")
+    queues = asyncio.run(create_topic(server.namesrv, topic, queues=2))
+    asyncio.run(produce(server.namesrv, [make_message(topic, f"old{i}") for i in range(10)]))
+    query = (
+        spark.readStream.format("tidemq")
+        .option("namesrv", server.namesrv)
+        .option("topic", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .writeStream.format("memory")
+        .queryName("grow")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    try:
+
+        def bodies() -> set[str]:
+            return {r.body.decode() for r in spark.sql("select body from grow").collect()}
+
+        deadline = time.monotonic() + 120
+        while len(bodies()) < 10:
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, "the first messages never arrived"
+            time.sleep(0.3)
+
+        async def grow() -> None:
+            async with AdminClient(server.namesrv) as admin:
+                await admin.update_topic(topic, queues=4)
+
+        asyncio.run(grow())
+        new_queues = [
+            MessageQueue(topic, queues[0].broker_name, 2),
+            MessageQueue(topic, queues[0].broker_name, 3),
+        ]
+        for mq in new_queues:
+            sent = [make_message(topic, f"new{mq.queue_id}-{i}") for i in range(5)]
+            asyncio.run(produce(server.namesrv, sent, queue=mq))
+        wanted = {f"old{i}" for i in range(10)} | {f"new{q}-{i}" for q in (2, 3) for i in range(5)}
+        while bodies() != wanted:
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, f"missing {sorted(wanted - bodies())}"
+            time.sleep(0.3)
+        rows = spark.sql("select queue_id, queue_offset from grow where queue_id >= 2").collect()
+        assert sorted((r.queue_id, r.queue_offset) for r in rows) == [
+            (q, o) for q in (2, 3) for o in range(5)
+        ]
+    finally:
+        query.stop()
