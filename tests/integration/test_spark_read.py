@@ -115,8 +115,9 @@ def test_offsets_and_timestamps_bound_a_batch_read(spark: Any, server: ServerPro
     mq = asyncio.run(create_topic(server.namesrv, topic, queues=1))[0]
     first = [make_message(topic, f"early{i}") for i in range(20)]
     asyncio.run(produce(server.namesrv, first, batch_size=20))
-    time.sleep(0.05)  # the store timestamps of the two halves must differ by a millisecond
-    middle_ms = int(time.time() * 1000)
+    stored_by = int(time.time() * 1000)  # every early message is stored by now
+    while (middle_ms := int(time.time() * 1000)) <= stored_by:  # the next millisecond
+        time.sleep(0.0005)
     later = [make_message(topic, f"late{i}") for i in range(10)]
     asyncio.run(produce(server.namesrv, later, batch_size=10))
     key = f"{mq.broker_name}:{mq.queue_id}"
