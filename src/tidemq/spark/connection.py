@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from tidemq.client.consumer.offset_store import BrokerOffsetStore
-from tidemq.client.consumer.pull_api import PullStatus, pull_raw
+from tidemq.client.consumer.pull_api import PullResult, PullStatus, pull_raw
 from tidemq.client.consumer.queue_offsets import max_offset, min_offset, search_offset
 from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.producer import AsyncProducer
 from tidemq.common.message import MessageQueue
-from tidemq.protocol import ProtocolError, RequestCode, ResponseCode
-from tidemq.protocol.message_codec import RecordColumns, decode_record_columns
+from tidemq.protocol import RequestCode, ResponseCode
 from tidemq.spark.ledger import Half
 from tidemq.spark.offsets import OffsetRange, Position
 
@@ -77,7 +76,7 @@ class Connection:
             self._instance = None
             self._loop.close()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Awaitable[T]) -> T:
         """Run `coro` on the private loop (not asyncio.Runner.run: that installs a
         SIGINT handler per call and is far slower for many small calls)."""
         return self._loop.run_until_complete(coro)
@@ -132,8 +131,11 @@ class Connection:
         batch: int,
         fail_on_data_loss: bool,
         group: str = READER_GROUP,
-    ) -> Iterator[RecordColumns]:
-        """The records of `part`, a pull at a time, in offset order, as columns.
+    ) -> Iterator[bytes]:
+        """The records of `part`, a pull at a time, in offset order: each pull
+        answer's body, records laid back to back (see `protocol.message_codec`).
+        The next pull is sent before an answer is handed out, so the broker
+        works on it while the caller decodes.
 
         The broker applies the filter (TAG by hash, SQL92 exactly); records
         outside the range and the exact tag check are the caller's
@@ -144,9 +146,9 @@ class Connection:
         text, kind = expression
         subscription = SubscriptionSpec.parse(part.queue.topic, text, kind, sub_version=0)
         where = f"{part.queue.topic} {part.queue.broker_name}:{part.queue.queue_id}"
-        offset = part.start
-        while offset < part.end:
-            result, raw = self.run(
+
+        def pull(offset: int) -> asyncio.Task[tuple[PullResult, bytes]]:
+            task = self._loop.create_task(
                 pull_raw(
                     self.instance,
                     group=group,
@@ -157,41 +159,54 @@ class Connection:
                     suspend_ms=0,
                 )
             )
-            if offset < result.min_offset or result.status is PullStatus.OFFSET_ILLEGAL:
-                if result.min_offset > offset:
-                    reason = (
-                        f"offsets {offset}..{min(result.min_offset, part.end) - 1} of {where} "
-                        f"are gone (the queue now starts at {result.min_offset})"
-                    )
-                else:
-                    reason = f"offset {offset} of {where} is past its end ({result.max_offset})"
-                if fail_on_data_loss:
-                    raise DataLossError(f"{reason}; set failOnDataLoss=false to skip what was lost")
-                if result.min_offset <= offset:
+            self.run(asyncio.sleep(0))  # let it send its request before the caller works
+            return task
+
+        offset = part.start
+        pending = pull(offset)
+        try:
+            while True:
+                result, raw = self.run(pending)
+                if offset < result.min_offset or result.status is PullStatus.OFFSET_ILLEGAL:
+                    if result.min_offset > offset:
+                        reason = (
+                            f"offsets {offset}..{min(result.min_offset, part.end) - 1} of "
+                            f"{where} are gone (the queue now starts at {result.min_offset})"
+                        )
+                    else:
+                        reason = f"offset {offset} of {where} is past its end ({result.max_offset})"
+                    if fail_on_data_loss:
+                        raise DataLossError(
+                            f"{reason}; set failOnDataLoss=false to skip what was lost"
+                        )
+                    if result.min_offset <= offset or result.min_offset >= part.end:
+                        return
+                    offset = result.min_offset
+                    pending = pull(offset)
+                    continue
+                if result.status is PullStatus.NO_NEW_MSG:
+                    if fail_on_data_loss:
+                        raise DataLossError(
+                            f"{where} ends at {result.max_offset}, before the planned end "
+                            f"{part.end}; set failOnDataLoss=false to skip"
+                        )
                     return
-                offset = result.min_offset
-                continue
-            if result.status is PullStatus.NO_NEW_MSG:
-                if fail_on_data_loss:
-                    raise DataLossError(
-                        f"{where} ends at {result.max_offset}, before the planned end "
-                        f"{part.end}; set failOnDataLoss=false to skip"
-                    )
-                return
-            if raw:
-                try:
-                    yield decode_record_columns(raw)
-                except ProtocolError as exc:
+                if result.next_begin_offset <= offset:
                     raise ClientError(
-                        f"malformed records from {where} at {offset}: {exc}",
+                        f"the broker did not move past offset {offset} of {where}",
                         ResponseCode.SYSTEM_ERROR,
-                    ) from None
-            if result.next_begin_offset <= offset:
-                raise ClientError(
-                    f"the broker did not move past offset {offset} of {where}",
-                    ResponseCode.SYSTEM_ERROR,
-                )
-            offset = result.next_begin_offset
+                    )
+                offset = result.next_begin_offset
+                if offset < part.end:  # the next answer travels while the caller decodes
+                    pending = pull(offset)
+                if raw:
+                    yield raw
+                if offset >= part.end:
+                    return
+        finally:
+            if not pending.done():
+                pending.cancel()
+                self.run(asyncio.gather(pending, return_exceptions=True))
 
     # -- group offsets ----------------------------------------------------------------
 

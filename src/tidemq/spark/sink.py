@@ -36,6 +36,7 @@ from tidemq.common.message import Message, MessageQueue
 from tidemq.common.message_id import decode_offset_message_id
 from tidemq.common.properties import decode_properties
 from tidemq.protocol import ResponseCode
+from tidemq.protocol.message_codec import decode_record_columns
 from tidemq.spark.columns import check_write_schema, row_to_message
 from tidemq.spark.connection import Connection
 from tidemq.spark.ledger import (
@@ -325,9 +326,10 @@ class Ledger:
     def _read(self, start: int, end: int) -> list[LedgerEntry]:
         part = OffsetRange(self.queue, start, end)
         out = []
-        for records in self.conn.pull_range(
+        for answer in self.conn.pull_range(
             part, ("*", "TAG"), batch=LEDGER_PAGE, fail_on_data_loss=True
         ):
+            records = decode_record_columns(answer)
             for offset, raw, body in zip(
                 records.queue_offset, records.properties, records.body, strict=True
             ):
