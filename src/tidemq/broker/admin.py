@@ -18,6 +18,7 @@ from tidemq.broker.requests import BrokerError, message_queue_key
 from tidemq.broker.stats import BrokerStats
 from tidemq.broker.topics import TopicConfig, TopicConfigManager, TopicError
 from tidemq.common.clock import Clock
+from tidemq.common.names import validate_topic_name
 from tidemq.protocol.codes import ResponseCode
 from tidemq.store.api import MessageStore
 from tidemq.store.config import SCHEDULE_TOPIC
@@ -65,6 +66,9 @@ class BrokerAdmin:
     def delete_topic(self, topic: str) -> None:
         """DELETE_TOPIC_IN_BROKER: config, offsets and consume queues (the
         commitlog keeps the records until retention)."""
+        problem = validate_topic_name(topic)
+        if problem is not None:
+            raise BrokerError(ResponseCode.INVALID_PARAMETER, problem)
         try:
             known = self.topics.delete(topic)
         except TopicError as exc:

@@ -19,7 +19,6 @@ system groups always exist. Writes are atomic (common.atomic_file).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +27,11 @@ from typing import Any
 from tidemq.broker.topics import DataVersion, parse_table, read_json_file
 from tidemq.common.atomic_file import write_json_atomically
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
+from tidemq.common.names import validate_group_name
 
 log = logging.getLogger(__name__)
 
 GROUPS_FILE = "subscriptionGroup.json"
-GROUP_MAX_LENGTH = 255
 DEFAULT_RETRY_MAX_TIMES = 16
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
@@ -54,22 +53,6 @@ SYSTEM_GROUPS = (
     CID_SYS_RMQ_TRANS,
 )
 _SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
-_VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
-
-
-def validate_group_name(group: str) -> str | None:
-    """Why `group` is not a valid consumer group name, or None."""
-    if not group or not group.strip():
-        return "The specified group is blank."
-    if _VALID_NAME.fullmatch(group) is None:
-        shown = repr(group) if len(group) <= 60 else repr(group[:60]) + "..."
-        return (
-            f"The specified group {shown} contains illegal characters, "
-            "allowing only ^[%|a-zA-Z0-9_-]+$"
-        )
-    if len(group) > GROUP_MAX_LENGTH:
-        return f"The specified group is longer than {GROUP_MAX_LENGTH} characters."
-    return None
 
 
 def is_system_group(group: str) -> bool:

@@ -75,6 +75,7 @@ from tidemq.broker.service import (
     message_queue_key,
 )
 from tidemq.broker.topics import TopicConfig
+from tidemq.common.names import validate_group_name, validate_topic_name
 from tidemq.protocol.admin_headers import (
     ConsumerGroupRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -118,6 +119,7 @@ from tidemq.protocol.headers import (
     encode_header,
 )
 from tidemq.protocol.heartbeat import parse_heartbeat
+from tidemq.protocol.name_fields import refuse_bad_names
 from tidemq.transport import Connection, Handler
 from tidemq.transport.errors import RemotingError
 
@@ -227,6 +229,9 @@ class BrokerHandlers(PopHandlers):
         async def handle(
             request: RemotingCommand, connection: Connection
         ) -> RemotingCommand | None:
+            refusal = refuse_bad_names(request)
+            if refusal is not None:
+                return refusal
             try:
                 return await method(request, connection)
             except BrokerError as exc:
@@ -519,6 +524,11 @@ class BrokerHandlers(PopHandlers):
                 queues.add((str(raw["topic"]), str(raw["brokerName"]), int(raw["queueId"])))
             except (KeyError, TypeError, ValueError):
                 raise ValueError("each mqSet entry needs topic, brokerName and queueId") from None
+        problem = validate_group_name(group) or next(
+            filter(None, (validate_topic_name(topic) for topic, _, _ in queues)), None
+        )
+        if problem is not None:
+            raise BrokerError(ResponseCode.INVALID_PARAMETER, problem)
         return group, client_id, queues
 
     async def lock_batch_mq(

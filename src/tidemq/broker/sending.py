@@ -23,10 +23,10 @@ from tidemq.broker.topics import (
     TopicConfigManager,
     is_not_allowed_send_topic,
     is_writeable,
-    validate_topic_name,
 )
 from tidemq.common import properties as props
 from tidemq.common import sysflag
+from tidemq.common.names import validate_topic_name
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.message_codec import BatchEntry, decode_record, split_batch

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,11 @@ from typing import Any, TypeVar
 
 from tidemq.common.atomic_file import write_json_atomically
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
+from tidemq.common.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    validate_topic_name,
+)
 from tidemq.store.config import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -54,8 +58,6 @@ TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
 SYSTEM_TOPICS = frozenset(
     {
@@ -82,30 +84,11 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         OFFSET_MOVED_EVENT,
     }
 )
-TOPIC_MAX_LENGTH = 127
-_VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 SINGLE_TAG = "SINGLE_TAG"
 MULTI_TAG = "MULTI_TAG"
 
 TOPICS_FILE = "topics.json"
-
-
-def validate_topic_name(topic: str) -> str | None:
-    """Why `topic` is not a valid topic name, or None (TopicValidator.validateTopic)."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    if _VALID_NAME.fullmatch(topic) is None:
-        return (
-            f"The specified topic {_preview(topic)} contains illegal characters, "
-            "allowing only ^[%|a-zA-Z0-9_-]+$"
-        )
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return (
-            f"The specified topic is {len(topic)} characters long, "
-            f"longer than the maximum of {TOPIC_MAX_LENGTH}."
-        )
-    return None
 
 
 def is_system_topic(topic: str) -> bool:
@@ -134,10 +117,6 @@ def is_writeable(perm: int) -> bool:
 
 def is_inherited(perm: int) -> bool:
     return perm & PERM_INHERIT != 0
-
-
-def _preview(text: str, limit: int = 60) -> str:
-    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
 
 
 # -- value types ----------------------------------------------------------------

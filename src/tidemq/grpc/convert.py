@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -24,6 +25,7 @@ from tidemq.broker.requests import BrokerError
 from tidemq.common import properties as props
 from tidemq.common.message import MessageExt
 from tidemq.common.message_id import decode_offset_message_id
+from tidemq.common.names import validate_group_name, validate_topic_name
 from tidemq.protocol.codes import ResponseCode
 
 Code = pb.Code
@@ -274,3 +276,32 @@ def code_for(error: BrokerError, context: str = "") -> int:
     if context == "end" and error.code != ResponseCode.SYSTEM_ERROR:
         return int(Code.INVALID_TRANSACTION_ID)
     return int(_BY_RESPONSE_CODE.get(ResponseCode(error.code), Code.INTERNAL_SERVER_ERROR))
+
+
+def _resources(message: Any) -> Iterator[tuple[str, str]]:
+    """("topic" or "group", name) for every Resource the request sets, at any depth."""
+    for descriptor, value in message.ListFields():
+        if descriptor.message_type is None:
+            continue
+        values = value if descriptor.is_repeated else (value,)
+        for item in values:
+            if descriptor.message_type.name == "Resource":
+                if descriptor.name in ("topic", "group"):
+                    yield descriptor.name, item.name
+            else:
+                yield from _resources(item)
+
+
+def name_problem(request: Any) -> tuple[int, str] | None:
+    """ILLEGAL_TOPIC / ILLEGAL_CONSUMER_GROUP and the reason for a request that
+    names a topic or group the broker refuses (the proxy's GrpcValidator)."""
+    for kind, name in _resources(request):
+        if kind == "topic":
+            problem = validate_topic_name(name)
+            if problem is not None:
+                return Code.ILLEGAL_TOPIC, problem
+        else:
+            problem = validate_group_name(name)
+            if problem is not None:
+                return Code.ILLEGAL_CONSUMER_GROUP, problem
+    return None

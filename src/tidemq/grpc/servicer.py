@@ -45,6 +45,7 @@ from tidemq.grpc.convert import (
     duration_ms,
     encode_transaction_id,
     millis_of,
+    name_problem,
     send_properties,
     status,
     timestamp_of,
@@ -561,3 +562,62 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 queue.topic.name, queue.id, millis_of(request.timestamp)
             )
         return spb.QueryOffsetResponse(status=status(), offset=offset)
+
+
+_UNARY_RPCS = (
+    "QueryRoute",
+    "Heartbeat",
+    "NotifyClientTermination",
+    "QueryAssignment",
+    "SendMessage",
+    "EndTransaction",
+    "RecallMessage",
+    "AckMessage",
+    "ChangeInvisibleDuration",
+    "ForwardMessageToDeadLetterQueue",
+    "UpdateOffset",
+    "GetOffset",
+    "QueryOffset",
+)
+_STREAMING_RPCS = ("ReceiveMessage", "PullMessage")
+
+
+def _refusing_bad_names(servicer: type[MessagingServicer]) -> None:
+    """Put the topic/group name check in front of every RPC that names them:
+    a refused request gets its RPC's response with the status alone."""
+
+    def unary(name: str) -> Any:
+        method = getattr(servicer, name)
+        response_type = getattr(spb, f"{name}Response")
+
+        async def checked(self: MessagingServicer, request: Any, context: Any) -> Any:
+            problem = name_problem(request)
+            if problem is not None:
+                return response_type(status=status(*problem))
+            return await method(self, request, context)
+
+        return checked
+
+    def streaming(name: str) -> Any:
+        method = getattr(servicer, name)
+        response_type = getattr(spb, f"{name}Response")
+
+        async def checked(
+            self: MessagingServicer, request: Any, context: Any
+        ) -> AsyncIterator[Any]:
+            problem = name_problem(request)
+            if problem is not None:
+                yield response_type(status=status(*problem))
+                return
+            async for response in method(self, request, context):
+                yield response
+
+        return checked
+
+    for name in _UNARY_RPCS:
+        setattr(servicer, name, unary(name))
+    for name in _STREAMING_RPCS:
+        setattr(servicer, name, streaming(name))
+
+
+_refusing_bad_names(MessagingServicer)

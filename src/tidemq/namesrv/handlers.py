@@ -47,6 +47,7 @@ from tidemq.protocol.headers import (
     decode_header,
     encode_header,
 )
+from tidemq.protocol.name_fields import refuse_bad_names
 from tidemq.transport import Connection, Handler
 
 from .routes import RouteTable
@@ -101,7 +102,7 @@ class NamesrvHandlers:
         self.routes = routes
 
     def table(self) -> dict[int, Handler]:
-        return {
+        handlers: dict[int, Handler] = {
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
@@ -110,6 +111,7 @@ class NamesrvHandlers:
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topics,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
         }
+        return {code: _name_checked(handler) for code, handler in handlers.items()}
 
     async def register_broker(
         self, request: RemotingCommand, connection: Connection
@@ -210,3 +212,15 @@ class NamesrvHandlers:
             ResponseCode.QUERY_NOT_FOUND,
             f"No config item, Namespace: {header.namespace} Key: {header.key}",
         )
+
+
+def _name_checked(handler: Handler) -> Handler:
+    """`handler` behind the topic/group name check every request passes."""
+
+    async def handle(request: RemotingCommand, connection: Connection) -> RemotingCommand | None:
+        refusal = refuse_bad_names(request)
+        if refusal is not None:
+            return refusal
+        return await handler(request, connection)
+
+    return handle

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tidemq.common.names import is_safe_path_component, preview
 from tidemq.store.api import MessageToStore, PutStatus
 from tidemq.store.config import StoreConfig
 
@@ -22,6 +23,8 @@ def validate_message(message: MessageToStore, config: StoreConfig) -> tuple[PutS
         return PutStatus.MESSAGE_ILLEGAL, "the topic is empty"
     if _utf8_length(message.topic) > MAX_TOPIC_BYTES:
         return PutStatus.MESSAGE_ILLEGAL, "the topic name is too long"
+    if not is_safe_path_component(message.topic):
+        return PutStatus.MESSAGE_ILLEGAL, f"the topic {preview(message.topic)} is not a valid name"
     if message.queue_id < 0:
         return PutStatus.MESSAGE_ILLEGAL, f"queue id {message.queue_id} is negative"
     size = len(message.body)

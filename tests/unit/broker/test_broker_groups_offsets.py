@@ -9,10 +9,10 @@ from tidemq.broker.groups import (
     GroupError,
     SubscriptionGroupConfig,
     SubscriptionGroupManager,
-    validate_group_name,
 )
 from tidemq.broker.offsets import ConsumerOffsetManager, plan_reset, split_offset_key
 from tidemq.common.clock import ManualClock
+from tidemq.common.names import validate_group_name
 
 
 def groups(tmp_path: Path, auto_create: bool = True) -> SubscriptionGroupManager:
