@@ -81,11 +81,19 @@ async def _stop_signals() -> AsyncIterator[asyncio.Event]:
 
 
 async def _start(what: str, address: str, start: Callable[[], Awaitable[Any]]) -> None:
+    """Run `start`; a failure is one line that names what failed: the data
+    directory's owner, the file or directory, else the address."""
+    from tidemq.store.lock import StoreLockedError
+
     try:
         await start()
+    except StoreLockedError as exc:
+        _abort(f"cannot start the {what}: {exc}")
     except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno else (exc.strerror or str(exc))
-        _abort(f"cannot start the {what} on {address}: {reason.lower()}")
+        reason = (os.strerror(exc.errno) if exc.errno else (exc.strerror or str(exc))).lower()
+        if exc.filename is not None:
+            _abort(f"cannot start the {what}: {exc.filename}: {reason}")
+        _abort(f"cannot start the {what} on {address}: {reason}")
 
 
 def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,10 @@ from tidemq.protocol.message_codec import decode_records
 from tidemq.store.api import GetStatus, MessageToStore
 from tidemq.store.checkpoint import read_checkpoint
 from tidemq.store.config import FlushMode, StoreConfig
+from tidemq.store.consumequeue import ENTRY_SIZE
 from tidemq.store.file_store import FileMessageStore
+from tidemq.store.lock import StoreLockedError, lock_holder
+from tidemq.store.read_only_fs import ReadOnlyFileSystem
 
 data_dir_option = click.option(
     "--data-dir",
@@ -117,13 +121,27 @@ def _run_demo(store: FileMessageStore, count: int, *, show_progress: bool) -> di
 @data_dir_option
 @json_option
 def inspect(data_dir: Path | None, as_json: bool) -> None:
-    """Show files, offsets and queues of a store (recovering it if needed)."""
+    """Show files, offsets and queues of a store (recovering it if needed).
+
+    A store a running server owns is only looked at: no recovery, no lock,
+    not one byte changed."""
     root = _root(data_dir)
     if not (root / "commitlog").exists():
         fail(f"no store at {root} (no commitlog directory)")
     checkpoint = read_checkpoint(root / "checkpoint")
-    store = FileMessageStore(StoreConfig(root=root))
-    report = store.open()
+    config = _existing_layout(root)
+    holder = lock_holder(root)
+    if holder is None:
+        store = FileMessageStore(config)
+        try:
+            recovery = store.open().summary()
+        except StoreLockedError as exc:  # a server started a moment ago
+            holder = exc.pid or 0
+    if holder is not None:
+        store = FileMessageStore(config, fs=ReadOnlyFileSystem())
+        store.open_read_only()
+        owner = f"process {holder}" if holder else "another process"
+        recovery = f"not run: the store is in use by {owner}; shown read-only, as it is now"
     try:
         queues = [
             {
@@ -142,7 +160,8 @@ def inspect(data_dir: Path | None, as_json: bool) -> None:
             "commitlog_max_offset": store.commitlog.max_offset,
             "earliest_message_time": store.earliest_message_time(),
             "checkpoint_before_open": None if checkpoint is None else checkpoint.__dict__,
-            "recovery": report.summary(),
+            "in_use_by_pid": holder,
+            "recovery": recovery,
         }
     finally:
         store.close()
@@ -152,3 +171,24 @@ def inspect(data_dir: Path | None, as_json: bool) -> None:
     emit(info, as_json=False, title="store")
     if queues:
         emit(queues, as_json=False, title="queues")
+
+
+def _existing_layout(root: Path) -> StoreConfig:
+    """The store's file sizes as they are on disk (a server may have been
+    started with other sizes than the defaults)."""
+    config = StoreConfig(root=root)
+    commitlog = sorted(p for p in config.commitlog_dir.iterdir() if p.name.isdigit())
+    if commitlog:
+        size = commitlog[0].stat().st_size
+        config = dataclasses.replace(
+            config,
+            commitlog_file_size=size,
+            max_message_size=min(config.max_message_size, size - 64 * 1024),
+        )
+    queue_files = sorted(
+        p for p in config.consumequeue_dir.glob("*/*/*") if p.name.isdigit() and p.is_file()
+    )
+    if queue_files:
+        entries = queue_files[0].stat().st_size // ENTRY_SIZE
+        config = dataclasses.replace(config, consumequeue_entries_per_file=max(1, entries))
+    return config

@@ -185,6 +185,12 @@ class ConsumeQueue:
         self._refresh_bounds()
         return dropped
 
+    def assume_written_end(self) -> None:
+        """Bounds from the entries as they are, changing nothing (a read-only
+        view of a store another process owns)."""
+        self.log.assume_end(self.scan_end_entry() * ENTRY_SIZE)
+        self._refresh_bounds()
+
     def _first_entry(self) -> int:
         return self.log.min_offset // ENTRY_SIZE
 

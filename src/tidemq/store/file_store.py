@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tidemq.common import properties as props
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
+from tidemq.common.names import is_safe_path_component, preview
 from tidemq.common.properties import PropertyView, decode_properties
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.message_codec import peek_header, peek_properties, peek_topic_and_properties
@@ -45,6 +46,7 @@ from tidemq.store.filters import make_tags_code_rule
 from tidemq.store.flush import FlushService
 from tidemq.store.fs import REAL_FS, FileSystem
 from tidemq.store.index import IndexService
+from tidemq.store.lock import StoreLock
 from tidemq.store.reads import classify_offset
 from tidemq.store.recovery import RecoveryReport
 from tidemq.store.retention import CommitLogFile, RetentionPolicy, select_files_to_delete
@@ -57,6 +59,10 @@ QueueKey = tuple[str, int]
 
 class StoreClosedError(RuntimeError):
     pass
+
+
+class UnsafeNameError(ValueError):
+    """A topic name that is not one plain directory name inside the store."""
 
 
 class FileMessageStore:
@@ -102,13 +108,25 @@ class FileMessageStore:
         )
         self._open = False
         self._closed = False
+        self._read_only = False
+        self._lock: StoreLock | None = None
 
     # -- lifecycle ----------------------------------------------------------
 
     def open(self) -> RecoveryReport:
-        """Load files, recover (after a crash: verify and repair), start flushing."""
+        """Lock the store, load files, recover (after a crash: verify and
+        repair), start flushing. StoreLockedError when another owner has it."""
         root = self.config.root
         root.mkdir(parents=True, exist_ok=True)
+        self._lock = self.fs.lock_store(root)
+        try:
+            return self._open_locked()
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _open_locked(self) -> RecoveryReport:
+        root = self.config.root
         clean = not self.config.abort_path.exists()
         self.config.abort_path.touch()
         self.fs.sync_dir(root)
@@ -138,8 +156,40 @@ class FileMessageStore:
             queue.close()
         self.index.close()
         self.commitlog.close()
-        if failed is None:
+        if failed is None and not self._read_only:
             self.config.abort_path.unlink(missing_ok=True)
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
+
+    def open_read_only(self) -> None:
+        """Look at the store as it is now, changing nothing: for a store that
+        another process owns (no lock, no recovery, no flushing, no writes).
+
+        The store must have been made with a read-only file layer
+        (`store.read_only_fs.ReadOnlyFileSystem`). Reads see what the owner
+        had written when this was called: the commitlog up to its first
+        invalid byte, each queue up to its last written entry.
+        """
+        self._read_only = True
+        self.commitlog.log.load()
+        self._load_queues()
+        log_files = self.commitlog.log
+        end = self.commitlog.max_offset
+        if log_files.last is not None:
+            for _ in self.commitlog.scan(log_files.last.start_offset):
+                pass
+            end = self.commitlog.scan_end
+            log_files.assume_end(end)
+        for (topic, queue_id), queue in self.consume_queues.items():
+            queue.assume_written_end()
+            self.commitlog.queue_offsets[(topic, queue_id)] = queue.max_offset
+            queue.correct_min_offset(log_files.min_offset)
+        self._dispatched_offset = end
+        self._open = True
 
     def __enter__(self) -> FileMessageStore:
         if not self._open:
@@ -278,6 +328,8 @@ class FileMessageStore:
         """Write and dispatch without waiting for durability."""
         if not self._open or self._closed:
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not open")
+        if self._read_only:
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is read-only")
         if self.flush.failed is not None:
             return BatchPutResult(
                 PutStatus.SERVICE_NOT_AVAILABLE, remark=f"disk flush failed: {self.flush.failed}"
@@ -308,7 +360,7 @@ class FileMessageStore:
         return written
 
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        directory = self.config.consumequeue_dir / topic / str(queue_id)
+        directory = self._topic_dir(topic) / str(queue_id)
         queue = ConsumeQueue(
             topic, queue_id, directory, self.fs, self.config.consumequeue_entries_per_file
         )
@@ -558,15 +610,27 @@ class FileMessageStore:
             table.setdefault(topic, []).append(queue_id)
         return table
 
+    def _topic_dir(self, topic: str) -> Path:
+        """The consumequeue directory of `topic`, refusing any name that would
+        point elsewhere (whatever the layers above checked)."""
+        base = self.config.consumequeue_dir
+        if not is_safe_path_component(topic):
+            raise UnsafeNameError(f"refusing topic name {preview(topic)}: not a directory name")
+        return base / topic
+
     def delete_topics(self, topics: Sequence[str]) -> None:
+        """Forget the topics' queues and delete their consumequeue directories.
+        Nothing outside the store's consumequeue directory is ever removed."""
         doomed = set(topics)
+        directories = [self._topic_dir(topic) for topic in doomed]
         for key in [k for k in self.consume_queues if k[0] in doomed]:
             queue = self.consume_queues.pop(key)
             queue.destroy()
             self.commitlog.queue_offsets.pop(key, None)
-        for topic in doomed:
-            directory = self.config.consumequeue_dir / topic
-            if directory.exists():
+        for directory in directories:
+            if directory.is_symlink():
+                directory.unlink()
+            elif directory.is_dir():
                 shutil.rmtree(directory, ignore_errors=True)
 
     # -- retention ----------------------------------------------------------

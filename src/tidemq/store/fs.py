@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from tidemq.store.lock import StoreLock
+
 
 class StoreFile(Protocol):
     """One fixed-size file. Positions are relative to the file's start."""
@@ -54,6 +56,10 @@ class FileSystem(Protocol):
     def remove(self, path: Path) -> None: ...
 
     def sync_dir(self, path: Path) -> None: ...
+
+    def lock_store(self, root: Path) -> StoreLock:
+        """Take the store's exclusive lock (StoreLockedError when another owner has it)."""
+        ...
 
 
 class _FixedSizeFile:
@@ -145,6 +151,11 @@ class RealFileSystem:
         finally:
             os.close(fd)
 
+    def lock_store(self, root: Path) -> StoreLock:
+        lock = StoreLock(root)
+        lock.acquire()
+        return lock
+
 
 REAL_FS = RealFileSystem()
 
@@ -216,6 +227,7 @@ class FaultyFileSystem:
         self.removed: set[Path] = set()
         self.lock = threading.Lock()
         self.sync_count = 0
+        self.locks: list[StoreLock] = []
         self._crashed = False
 
     def check_alive(self) -> None:
@@ -243,6 +255,14 @@ class FaultyFileSystem:
     def sync_dir(self, path: Path) -> None:
         self.check_alive()
 
+    def lock_store(self, root: Path) -> StoreLock:
+        """A real lock, given up at `crash()` as a dead process's locks are."""
+        self.check_alive()
+        lock = StoreLock(root)
+        lock.acquire()
+        self.locks.append(lock)
+        return lock
+
     def crash(self, plan: CrashPlan = CrashPlan()) -> dict[Path, int]:
         """Write to disk what survives a power cut; return lost bytes per file.
 
@@ -251,6 +271,8 @@ class FaultyFileSystem:
         system) sees exactly the surviving bytes.
         """
         self._crashed = True
+        for lock in self.locks:
+            lock.release()
         lost: dict[Path, int] = {}
         for path, sim in self.files.items():
             image = bytearray(sim.durable)

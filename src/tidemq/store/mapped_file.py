@@ -176,6 +176,13 @@ class MappedFileQueue:
             mapped.wrote_position = mapped.flushed_position = pos
         return cleared
 
+    def assume_end(self, offset: int) -> None:
+        """Take `offset` as the end of the log without touching a byte (a
+        read-only view: `set_end` would zero and delete what lies past it)."""
+        for mapped in self.files:
+            position = max(0, min(mapped.size, offset - mapped.start_offset))
+            mapped.wrote_position = mapped.flushed_position = position
+
     def _count_nonzero(self, mapped: MappedFile, pos: int) -> int:
         size = mapped.size
         total = 0

@@ -196,6 +196,7 @@ def test_crash_without_close_recovers_in_process(tmp_path: Path) -> None:
     for i in range(50):
         assert first.put_messages_blocking([make_message("T", f"x{i}")]).ok
     first.flush.stop()  # the process dies: no close, no checkpoint, abort file stays
+    first._release_lock()  # and the kernel drops its flock
 
     second = open_store(config, clock=clock)
 
