@@ -11,8 +11,10 @@ Mirrors RocketMQ 4.x `RebalanceLockManager` (SPEC §3, seed 002):
   answers the queues the caller now holds. Orderly consumers renew every 20 s.
 * `unlock_batch` releases only the caller's own locks; another client's
   lock is left alone (Java logs a warning).
-* `drop_client` (not in Java 4.x, where locks only expire) frees every lock
-  of a client whose connection closed, so a successor need not wait 60 s.
+* A closed connection frees nothing: its consumer may still be consuming
+  (a network blip), and a successor that locked the queue at once would
+  consume it in parallel. As in Java, a lock ends by expiry or unlock only;
+  a consumer that shuts down cleanly unlocks its queues itself.
 
 Time is the injected clock's monotonic seconds. Not thread-safe: the broker
 calls it from its event loop.
@@ -140,15 +142,6 @@ class QueueLockManager:
             for queue, entry in self._groups.get(group, {}).items()
             if entry.client_id == client_id and not self._expired(entry, now)
         }
-
-    def drop_client(self, client_id: str) -> None:
-        """Free every lock of `client_id` in every group (its connection closed)."""
-        for group in list(self._groups):
-            table = self._groups[group]
-            for queue in [q for q, e in table.items() if e.client_id == client_id]:
-                del table[queue]
-            if not table:
-                del self._groups[group]
 
     def drop_group(self, group: str) -> None:
         """Forget every lock of a group (the group was deleted)."""

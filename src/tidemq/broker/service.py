@@ -410,8 +410,10 @@ class BrokerService(BrokerAdmin, BrokerSender):
             self.consumers.unregister(consumer_group, client_id, notify=notify)
 
     def connection_closed(self, connection: ClientConnection) -> None:
-        for client_id in self.consumers.client_ids_on(connection):
-            self.locks.drop_client(client_id)
+        # Orderly queue locks stay: a connection can drop for a moment while
+        # its consumer keeps consuming, so a lock ends only by expiry or by
+        # its owner's unlock (Java's RebalanceLockManager is never told of a
+        # closed channel either).
         self.consumers.connection_closed(connection)
         self.producers.connection_closed(connection)
 

@@ -115,18 +115,6 @@ def test_the_holder_may_unlock_an_expired_lock(locks: QueueLockManager, clock: M
     assert locks.lock_batch("G", {Q0}, "c2") == {Q0}
 
 
-def test_drop_client_frees_its_locks_in_every_group(locks: QueueLockManager) -> None:
-    locks.lock_batch("G1", {Q0, Q1}, "c1")
-    locks.lock_batch("G2", {Q0}, "c1")
-    locks.lock_batch("G1", {Q2}, "c2")
-    locks.drop_client("c1")
-    assert locks.locked_queues("G1", "c1") == set()
-    assert locks.locked_queues("G2", "c1") == set()
-    assert locks.is_locked("G1", Q2, "c2")
-    assert locks.lock_batch("G1", {Q0, Q1}, "c3") == {Q0, Q1}
-    locks.drop_client("unknown")
-
-
 def test_purge_and_drop_group(locks: QueueLockManager, clock: ManualClock) -> None:
     locks.lock_batch("G", {Q0}, "c1")
     clock.advance(30)
