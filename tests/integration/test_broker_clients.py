@@ -204,7 +204,8 @@ async def test_admin_topics_groups_and_stats(tmp_path: Path) -> None:
         assert (await c.call(RequestCode.UPDATE_AND_CREATE_TOPIC, create)).code == 0
         await eventually(lambda: c.route("Admin"), "the created topic's route")
         bad = await c.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {**create, "topic": "a b"})
-        assert bad.code == ResponseCode.SYSTEM_ERROR
+        assert bad.code == ResponseCode.INVALID_PARAMETER  # Java: TopicValidator's answer
+        assert bad.remark is not None and "illegal characters" in bad.remark
         system = await c.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {**create, "topic": "TBW102"})
         assert system.code == ResponseCode.SYSTEM_ERROR
         topics = json.loads((await c.call(RequestCode.GET_ALL_TOPIC_CONFIG)).body)

@@ -158,11 +158,12 @@ async def test_bad_input_is_refused_and_the_broker_keeps_serving(tmp_path: Path)
     async with running_cluster(tmp_path) as c:
         good = await c.send("Safe", "kept")
         assert good.code == ResponseCode.SUCCESS
+        # Java's AbstractSendMessageProcessor.msgCheck: TopicValidator -> INVALID_PARAMETER
         invalid = await c.send("bad topic!", "x")
-        assert invalid.code == ResponseCode.MESSAGE_ILLEGAL
+        assert invalid.code == ResponseCode.INVALID_PARAMETER
         assert "illegal characters" in (invalid.remark or "")
         too_long = await c.send("T" * 128, "x")
-        assert too_long.code == ResponseCode.MESSAGE_ILLEGAL
+        assert too_long.code == ResponseCode.INVALID_PARAMETER
         huge = await c.send("Safe", b"\0" * (5 * 1024 * 1024))
         assert huge.code == ResponseCode.MESSAGE_ILLEGAL
         assert "5242880 bytes" in (huge.remark or "")

@@ -150,7 +150,9 @@ def grpc_requests(name: str) -> list[tuple[str, object]]:
         ("QueryAssignment", spb.QueryAssignmentRequest(topic=topic, group=pb.Resource(name="G"))),
         (
             "SendMessage",
-            spb.SendMessageRequest(messages=[pb.Message(topic=topic, body=b"x")]),
+            spb.SendMessageRequest(
+                messages=[pb.Message(topic=topic, body=b"x", user_properties={"k": "v"})]
+            ),
         ),
         ("AckMessage", spb.AckMessageRequest(group=group, topic=pb.Resource(name=TOPIC))),
         (

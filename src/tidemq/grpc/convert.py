@@ -281,7 +281,7 @@ def code_for(error: BrokerError, context: str = "") -> int:
 def _resources(message: Any) -> Iterator[tuple[str, str]]:
     """("topic" or "group", name) for every Resource the request sets, at any depth."""
     for descriptor, value in message.ListFields():
-        if descriptor.message_type is None:
+        if descriptor.message_type is None or descriptor.message_type.GetOptions().map_entry:
             continue
         values = value if descriptor.is_repeated else (value,)
         for item in values:
