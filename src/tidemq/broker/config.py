@@ -61,12 +61,31 @@ class BrokerConfig:
     """PEM certificate for the gRPC endpoint; with `grpc_tls_key`, it speaks TLS only."""
     grpc_tls_key: str | None = None
     max_in_flight_per_connection: int = 1024
+    connection_max_idle_s: float = 120.0
+    """Close a connection with no traffic either way for this long; 0: never
+    (Java's serverChannelMaxIdleTimeSeconds)."""
+    frame_buffer_budget_bytes: int = 256 * 1024 * 1024
+    """Memory all connections together may hold for frames still arriving."""
+    frame_timeout_s: float = 30.0
+    """A frame must arrive within this from its first byte (or wait no longer for budget)."""
     commitlog_file_size: int | None = None
     """None keeps the store default (1 GiB); tests use smaller files."""
     file_reserved_hours: float = 72.0
     """Retention: commitlog files older than this may be deleted (fileReservedTime)."""
     delete_when: str = "04"
     """Retention: the hours ("04;05") when expired files are deleted (deleteWhen)."""
+    disk_max_used_ratio: float = 0.75
+    """Retention: above this disk use, expired files go at any hour (diskMaxUsedSpaceRatio)."""
+    disk_force_clean_ratio: float = 0.85
+    """Retention: above this, the oldest files go unexpired and unread
+    (diskSpaceCleanForciblyRatio); a full disk takes writes again at or below it."""
+    disk_warning_ratio: float = 0.90
+    """Above this disk use, sends are refused with SERVICE_NOT_AVAILABLE
+    (diskSpaceWarningLevelRatio)."""
+    clean_file_forcibly: bool = True
+    """Retention: delete unexpired files above the force ratio (cleanFileForciblyEnable)."""
+    retention_interval_s: float = 10.0
+    """How often retention runs and disk use is measured (cleanResourceInterval)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -81,6 +100,16 @@ class BrokerConfig:
             )
         if self.transaction_check_max < 1 or self.transaction_check_interval_ms < 1:
             raise ValueError("transaction_check_max and transaction_check_interval_ms must be > 0")
+        if not 0 < self.disk_force_clean_ratio <= self.disk_warning_ratio <= 1:
+            raise ValueError(
+                "disk ratios must satisfy 0 < disk_force_clean_ratio <= disk_warning_ratio <= 1"
+            )
+        if not 0 < self.disk_max_used_ratio <= 1 or self.retention_interval_s <= 0:
+            raise ValueError("disk_max_used_ratio must be in (0, 1], retention_interval_s > 0")
+        if self.connection_max_idle_s < 0:
+            raise ValueError(f"connection_max_idle_s={self.connection_max_idle_s}: must be >= 0")
+        if self.frame_buffer_budget_bytes < 1 or self.frame_timeout_s <= 0:
+            raise ValueError("frame_buffer_budget_bytes and frame_timeout_s must be > 0")
 
     @property
     def store_dir(self) -> Path:

@@ -164,6 +164,8 @@ class SubscriptionGroupManager:
         self.data_version = DataVersion()
         self._table: dict[str, SubscriptionGroupConfig] = {}
         self._forbidden: dict[str, Any] = {}
+        self.unsaved = False
+        """A change could not be written (a full disk): `persist` is due."""
 
     def load(self) -> None:
         document = read_json_file(self.path)
@@ -199,10 +201,22 @@ class SubscriptionGroupManager:
 
     def persist(self) -> None:
         write_json_atomically(self.path, self.serialize())
+        self.unsaved = False
+
+    def _persist_or_defer(self) -> None:
+        """Write the table; on a full disk keep the change in memory (logged)
+        for the broker's periodic persist to write, so the request that
+        changed it does not fail."""
+        try:
+            self.persist()
+        except OSError as exc:
+            if not self.unsaved:
+                log.warning("cannot write %s (%s); it is written again later", self.path, exc)
+            self.unsaved = True
 
     def _changed(self) -> None:
         self.data_version.next_version(self.clock.now_ms())
-        self.persist()
+        self._persist_or_defer()
 
     # -- reads ----------------------------------------------------------------
 

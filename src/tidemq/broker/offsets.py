@@ -108,6 +108,10 @@ class ConsumerOffsetManager:
     def dirty(self) -> bool:
         return self._dirty
 
+    def mark_dirty(self) -> None:
+        """A snapshot's write failed: write the table again next time."""
+        self._dirty = True
+
     def write(self, document: Mapping[str, Any]) -> None:
         """Write a snapshot to the file (safe to call on a worker thread)."""
         write_json_atomically(self.path, document)

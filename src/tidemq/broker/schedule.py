@@ -60,6 +60,7 @@ from tidemq.broker.retry import split_address
 from tidemq.common import properties as props
 from tidemq.common.atomic_file import write_atomically
 from tidemq.common.clock import Clock
+from tidemq.common.failure_log import FailureEpisode
 from tidemq.common.message import MessageExt
 from tidemq.protocol.message_codec import decode_record, peek_header, peek_topic_and_properties
 from tidemq.store.api import (
@@ -412,6 +413,7 @@ class DelayScheduler:
         self._offsets[level] = offset
 
     async def _persist_loop(self) -> None:
+        episode = FailureEpisode(log, "persisting the delay progress")
         while True:
             await asyncio.sleep(self._persist_interval_s)
             if self._offsets == self._persisted:
@@ -419,7 +421,9 @@ class DelayScheduler:
             try:
                 self.persist()
             except OSError:
-                log.exception("persisting the delay progress failed")
+                episode.failed()
+                continue
+            episode.succeeded()
 
     # -- delivery -----------------------------------------------------------------
 

@@ -282,6 +282,8 @@ class TopicConfigManager:
         on_change: Callable[[], None] | None = None,
     ) -> None:
         self.path = config_dir / TOPICS_FILE
+        self.unsaved = False
+        """A change could not be written (a full disk): `persist` is due."""
         self.broker_name = broker_name
         self.cluster_name = cluster_name
         self.auto_create_topic = auto_create_topic
@@ -327,6 +329,18 @@ class TopicConfigManager:
 
     def persist(self) -> None:
         write_json_atomically(self.path, self.serialize())
+        self.unsaved = False
+
+    def _persist_or_defer(self) -> None:
+        """Write the table; on a full disk keep the change in memory (logged)
+        for the broker's periodic persist to write, so the request that
+        changed it does not fail."""
+        try:
+            self.persist()
+        except OSError as exc:
+            if not self.unsaved:
+                log.warning("cannot write %s (%s); it is written again later", self.path, exc)
+            self.unsaved = True
 
     def serialize(self) -> dict[str, Any]:
         """The TopicConfigSerializeWrapper JSON (file, registration, admin)."""
@@ -356,7 +370,7 @@ class TopicConfigManager:
 
     def _changed(self) -> None:
         self.data_version.next_version(self.clock.now_ms())
-        self.persist()
+        self._persist_or_defer()
         if self.on_change is not None:
             self.on_change()
 

@@ -522,10 +522,45 @@ _RUNTIME_COLUMNS = (
 )
 
 
+def _disk_figures(runtime: dict[str, Any]) -> dict[str, Any]:
+    """Disk use of the commitlog's partition (RocketMQ's commitLogDiskRatio),
+    whether sends are refused for it, and the forced deletions since start."""
+
+    def number(key: str, kind: type[int] | type[float]) -> int | float | None:
+        try:
+            return kind(runtime[key])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    full = runtime.get("tidemqDiskFull")
+    return {
+        "disk_ratio": number("commitLogDiskRatio", float),
+        "disk_full": None if full is None else full == "true",
+        "forced_deleted_files": number("tidemqForcedDeletedFiles", int),
+        "forced_deleted_messages": number("tidemqForcedDeletedMessages", int),
+    }
+
+
+def _disk_column(figures: dict[str, Any]) -> str:
+    ratio = figures["disk_ratio"]
+    if ratio is None:
+        return "-"
+    return f"{ratio:.0%}" + (" FULL" if figures["disk_full"] else "")
+
+
+def _forced_column(figures: dict[str, Any]) -> str:
+    files, messages = figures["forced_deleted_files"], figures["forced_deleted_messages"]
+    if files is None:
+        return "-"
+    return f"{files} files, {messages} msgs"
+
+
 @cluster_group.command("list")
 @admin_options
 def cluster_list(namesrv: list[str], as_json: bool) -> None:
-    """Every cluster, broker and address, with the brokers' runtime figures."""
+    """Every cluster, broker and address, with the brokers' runtime figures:
+    disk use of the commitlog's disk (FULL: sends refused) and messages deleted
+    by forced retention since the broker started."""
 
     async def gather(admin: AdminClient) -> list[dict[str, Any]]:
         info = await admin.cluster_info()
@@ -544,6 +579,7 @@ def cluster_list(namesrv: list[str], as_json: bool) -> None:
                             "broker": name,
                             "id": broker_id,
                             "address": address,
+                            **_disk_figures(runtime),
                             "runtime": runtime,
                         }
                     )
@@ -562,6 +598,8 @@ def cluster_list(namesrv: list[str], as_json: bool) -> None:
         entry = {k: row[k] for k in ("cluster", "broker", "id", "address")}
         for column, key in _RUNTIME_COLUMNS:
             entry[column] = runtime.get(key, "-")
+        entry["disk"] = _disk_column(row)
+        entry["forced_deleted"] = _forced_column(row)
         if "error" in runtime:
             entry["version"] = f"unreachable: {runtime['error']}"
         table.append(entry)

@@ -35,6 +35,7 @@ import click
 from tidemq import __version__
 from tidemq.broker.config import BrokerConfig
 from tidemq.cli.defaults import default_data_dir
+from tidemq.cli.limits import raise_open_files_limit
 from tidemq.cli.output import console, fail
 from tidemq.store.config import FlushMode
 
@@ -97,6 +98,7 @@ async def _start(what: str, address: str, start: Callable[[], Awaitable[Any]]) -
 
 
 def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    raise_open_files_limit()
     with contextlib.suppress(KeyboardInterrupt):  # a signal before the handlers are in
         asyncio.run(main())
 

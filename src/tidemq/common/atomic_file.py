@@ -2,7 +2,9 @@
 
 Write a temporary file beside it, fsync it, rename it over the old one, then
 fsync the directory so the rename itself is durable. Checkpoints, topic and
-group tables, consumer offsets and delay progress all go through here.
+group tables, consumer offsets and delay progress all go through here. A
+write that fails (ENOSPC) removes its temporary file and raises; the old file
+is untouched, so the caller can simply try again later.
 """
 
 from __future__ import annotations
@@ -22,8 +24,13 @@ def write_atomically(path: Path, data: bytes) -> None:
         while view:
             view = view[os.write(fd, view) :]
         os.fsync(fd)
-    finally:
+    except BaseException:
+        # A full disk, say: give its blocks back; the old file stays as it was.
         os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     with contextlib.suppress(OSError):  # not every file system can fsync a directory
         dir_fd = os.open(path.parent, os.O_RDONLY)

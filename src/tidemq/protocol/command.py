@@ -168,6 +168,11 @@ class CommandDecoder:
         """Bytes received but not yet returned as part of a command."""
         return self._frames.buffered
 
+    @property
+    def pending_frame_size(self) -> int:
+        """See FrameDecoder.pending_frame_size."""
+        return self._frames.pending_frame_size
+
     def feed(self, data: BytesLike) -> list[RemotingCommand]:
         """Add received bytes; return every command they complete, in stream order."""
         if self._failure is not None:

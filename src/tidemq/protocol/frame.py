@@ -95,6 +95,20 @@ class FrameDecoder:
         return len(self._buffer) - self._start
 
     @property
+    def pending_frame_size(self) -> int:
+        """What the incomplete frame held back will occupy once whole (4 + totalLength).
+
+        While fewer than 4 bytes of it have arrived, the bytes held; 0 when
+        nothing is held. A server that bounds the memory of frames still
+        arriving (transport/frame_budget.py) reserves this much.
+        """
+        held = len(self._buffer) - self._start
+        if held < _LENGTH_SIZE:
+            return held
+        (total_length,) = _TOTAL_LENGTH.unpack_from(self._buffer, self._start)
+        return _LENGTH_SIZE + int(total_length)
+
+    @property
     def failed(self) -> bool:
         return self._failure is not None
 

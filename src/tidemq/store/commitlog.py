@@ -6,12 +6,19 @@ never spans two files: when one does not fit, the rest of the file is closed
 with a blank record (TOTALSIZE = bytes left, MAGIC = BLANK_MAGIC) and the
 record goes to the next file. Every file therefore keeps at least 8 bytes for
 that blank.
+
+An append happens in two steps, so that a full disk refuses it whole: `prepare`
+encodes the records and assigns their offsets without writing a byte, the
+caller reserves room (here and in the derived files), then `write` puts the
+bytes in place, or `cancel` gives the queue offsets back.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tidemq.common import properties as props
@@ -29,7 +36,14 @@ from tidemq.protocol.message_codec import (
 )
 from tidemq.store.api import DispatchRequest, MessageToStore, PutResult, PutStatus
 from tidemq.store.fs import FileSystem
-from tidemq.store.mapped_file import MappedFileQueue
+from tidemq.store.mapped_file import (
+    MappedFile,
+    MappedFileQueue,
+    StoreCorruptedError,
+    data_prefix_end,
+)
+
+log = logging.getLogger(__name__)
 
 _SIZE_MAGIC = struct.Struct(">ii")
 
@@ -43,6 +57,22 @@ _CONSUMABLE_TRANSACTION_TYPES = (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTI
 def is_consumable(sys_flag: int) -> bool:
     """Prepared and rolled-back transaction records get no consumequeue entry."""
     return sys_flag & _TRANSACTION_MASK in _CONSUMABLE_TRANSACTION_TYPES
+
+
+@dataclass(slots=True)
+class AppendPlan:
+    """Records encoded for one append and not written yet: the bytes for each
+    file they go to, a result per message and a dispatch request per
+    consumable one."""
+
+    start: int
+    """Log offset of the first byte."""
+    end: int
+    """Log offset one past the last byte."""
+    segments: list[tuple[int, bytes]]
+    """(log offset, bytes): one run of bytes per file, in order."""
+    results: list[PutResult]
+    dispatches: list[DispatchRequest]
 
 
 class CommitLog:
@@ -72,18 +102,38 @@ class CommitLog:
     def append(
         self, messages: Sequence[MessageToStore], store_timestamp: int
     ) -> tuple[list[PutResult], list[DispatchRequest]]:
-        """Encode and write `messages` back to back (one write per file).
+        """Encode, reserve and write `messages` (NoSpaceError: nothing written)."""
+        plan = self.prepare(messages, store_timestamp)
+        try:
+            self.log.reserve(plan.start, plan.end)
+        except BaseException:
+            self.cancel(plan)
+            raise
+        self.write(plan)
+        return plan.results, plan.dispatches
 
-        Returns a result per message and a dispatch request per consumable
-        one (prepared/rolled-back transaction records get none). This is the
+    def prepare(self, messages: Sequence[MessageToStore], store_timestamp: int) -> AppendPlan:
+        """Encode `messages` back to back from the log's end and assign their
+        offsets (queue offsets are taken: `write` or `cancel` must follow).
+
+        A result per message and a dispatch request per consumable one
+        (prepared/rolled-back transaction records get none). This is the
         hottest loop of the broker: no per-message objects beyond those two.
         """
         results: list[PutResult] = []
         dispatches: list[DispatchRequest] = []
+        segments: list[tuple[int, bytes]] = []
         pending: list[bytes] = []
-        mapped = self.log.writable_file()
-        offset = mapped.start_offset + mapped.wrote_position
-        space = mapped.size - mapped.wrote_position
+        file_size = self.log.file_size
+        last = self.log.last
+        if last is None:
+            file_start, position = 0, 0
+        elif last.remaining == 0:
+            file_start, position = last.start_offset + file_size, 0
+        else:
+            file_start, position = last.start_offset, last.wrote_position
+        offset = segment_start = start = file_start + position
+        space = file_size - position
         queue_offsets = self.queue_offsets
         topic_bytes_cache = self._topic_bytes
         host, port, prefix = self.store_host, self.store_port, self._id_prefix
@@ -119,14 +169,14 @@ class CommitLog:
             )
             size = len(record)
             if size + END_FILE_MIN_BLANK_LENGTH > space:
-                if size + END_FILE_MIN_BLANK_LENGTH > mapped.size:
+                if size + END_FILE_MIN_BLANK_LENGTH > file_size:
+                    self._give_back(dispatches)
                     raise ValueError(f"a record of {size} bytes cannot fit a commitlog file")
                 pending.append(_SIZE_MAGIC.pack(space, BLANK_MAGIC))
-                mapped.append(b"".join(pending))
+                segments.append((segment_start, b"".join(pending)))
                 pending = []
-                mapped = self.log.roll()
-                offset = mapped.start_offset
-                space = mapped.size
+                offset = segment_start = offset + space
+                space = file_size
                 moved = bytearray(record)
                 patch_offsets(moved, 0, queue_offset, offset)
                 record = bytes(moved)
@@ -164,8 +214,33 @@ class CommitLog:
             )
             offset += size
         if pending:
-            mapped.append(b"".join(pending) if len(pending) > 1 else pending[0])
-        return results, dispatches
+            segments.append((segment_start, b"".join(pending) if len(pending) > 1 else pending[0]))
+        return AppendPlan(start, offset, segments, results, dispatches)
+
+    def write(self, plan: AppendPlan) -> None:
+        """Put a prepared append's bytes in place (its room reserved beforehand)."""
+        log = self.log
+        for segment_start, data in plan.segments:
+            files = log.files
+            mapped = files[-1] if files else None
+            if mapped is None or segment_start >= mapped.start_offset + log.file_size:
+                # The next file (made ahead by the reservation): the previous
+                # one was closed with a blank, or filled exactly.
+                mapped = log.create_file(segment_start)
+            if mapped.start_offset + mapped.wrote_position != segment_start:
+                raise StoreCorruptedError(
+                    f"append planned at {segment_start}, but the log ends at {mapped.end_offset}"
+                )
+            mapped.append(data)
+
+    def cancel(self, plan: AppendPlan) -> None:
+        """Forget a prepared append: its queue offsets go back to their owners."""
+        self._give_back(plan.dispatches)
+
+    def _give_back(self, dispatches: list[DispatchRequest]) -> None:
+        queue_offsets = self.queue_offsets
+        for request in reversed(dispatches):
+            queue_offsets[(request.topic, request.queue_id)] = request.queue_offset
 
     # -- reading ----------------------------------------------------------
 
@@ -202,14 +277,21 @@ class CommitLog:
         for each in self.log.files:
             each.wrote_position = each.flushed_position = each.size
         offset = start
+        readable_in: MappedFile | None = None
+        readable = 0
         while True:
             mapped = self.log.find(offset)
             if mapped is None:
                 break
+            if mapped is not readable_in:  # past the first hole, only zeros
+                readable_in, readable = mapped, data_prefix_end(mapped.file)
             pos = offset - mapped.start_offset
             left = mapped.size - pos
             if left < END_FILE_MIN_BLANK_LENGTH:
                 self.scan_stop_reason = f"no room for an end-of-file marker at {offset}"
+                break
+            if pos + 8 > readable:
+                self.scan_stop_reason = "end of written data"
                 break
             size, magic = _SIZE_MAGIC.unpack(mapped.file.view(pos, 8))
             if size == 0 and magic == 0:
@@ -222,7 +304,7 @@ class CommitLog:
                 offset = mapped.start_offset + mapped.size
                 self.scan_end = offset
                 continue
-            checked = self._check_record(mapped.file.view(pos, left), offset)
+            checked = self._check_record(mapped.file.view(pos, min(left, readable - pos)), offset)
             if isinstance(checked, str):
                 self.scan_stop_reason = checked
                 break
@@ -230,6 +312,31 @@ class CommitLog:
             yield offset, dispatch, queue_offset
             offset += record_size
             self.scan_end = offset
+
+    def records_between(self, start: int, end: int) -> Iterator[tuple[int, DispatchRequest | None]]:
+        """The records written in [start, end) of the live log (unlike `scan`,
+        which recovery runs before positions are known): each one's offset and
+        dispatch request. Stops, with a warning, at bytes that do not check out."""
+        offset = start
+        while offset < end:
+            mapped = self.log.find(offset)
+            if mapped is None:
+                return
+            pos = offset - mapped.start_offset
+            written = mapped.wrote_position
+            if pos + 8 > written:
+                return
+            _, magic = _SIZE_MAGIC.unpack(mapped.file.view(pos, 8))
+            if magic == BLANK_MAGIC:
+                offset = mapped.start_offset + mapped.size
+                continue
+            checked = self._check_record(mapped.file.view(pos, written - pos), offset)
+            if isinstance(checked, str):
+                log.warning("stopped reading the commitlog at %d: %s", offset, checked)
+                return
+            dispatch, _, record_size = checked
+            yield offset, dispatch
+            offset += record_size
 
     def _check_record(
         self, view: memoryview, offset: int

@@ -56,7 +56,18 @@ class StoreConfig:
     delete_when: str = "04"
     """Hours of the day (';'-separated) when expired files are deleted."""
     disk_max_used_ratio: float = 0.75
+    """Above this, expired files are deleted at any hour (diskMaxUsedSpaceRatio)."""
     disk_force_clean_ratio: float = 0.85
+    """Above this, the oldest files go even unexpired (diskSpaceCleanForciblyRatio);
+    a disk marked full takes writes again at or below it."""
+    disk_warning_ratio: float = 0.90
+    """Above this, the disk is marked full and writes are refused
+    (diskSpaceWarningLevelRatio). RocketMQ clamps it to 0.35..0.90 and the
+    force ratio to 0.30..0.85; tidemq takes any 0 < force <= warning <= 1."""
+    clean_file_forcibly: bool = True
+    """Delete unexpired files above the force ratio (cleanFileForciblyEnable)."""
+    disk_check_interval_ms: int = 1000
+    """Writes measure disk use at most this often (RocketMQ: every 10 s)."""
     delete_files_per_run: int = 10
     store_host: bytes = b"\x7f\x00\x00\x01"
     store_port: int = 10911
@@ -93,6 +104,12 @@ class StoreConfig:
             raise ValueError("the max message size must fit in one commitlog file")
         if self.consumequeue_entries_per_file < 1:
             raise ValueError("a consumequeue file needs at least one entry")
+        if not 0 < self.disk_force_clean_ratio <= self.disk_warning_ratio <= 1:
+            raise ValueError(
+                "disk ratios must satisfy 0 < disk_force_clean_ratio <= disk_warning_ratio <= 1"
+            )
+        if not 0 < self.disk_max_used_ratio <= 1:
+            raise ValueError("disk_max_used_ratio must be in (0, 1]")
         if len(self.store_host) not in (4, 16):
             raise ValueError("the store host is a 4-byte IPv4 or 16-byte IPv6 address")
         parse_delay_levels(self.delay_levels)

@@ -22,13 +22,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tidemq.store.fs import FileSystem
-from tidemq.store.mapped_file import MappedFileQueue
+from tidemq.store.mapped_file import MappedFileQueue, data_prefix_end
 
 ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = ENTRY.size
 BLANK_SIZE = 0x7FFFFFFF
 BLANK_ENTRY = ENTRY.pack(0, BLANK_SIZE, 0)
 DEFAULT_ENTRIES_PER_FILE = 300_000
+RESERVE_CHUNK = 1 << 20
+"""Blocks are reserved 1 MiB (52,428 entries) ahead: a broker has many queues."""
 
 
 class ConsumeQueue:
@@ -45,7 +47,7 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.entries_per_file = entries_per_file
-        self.log = MappedFileQueue(directory, entries_per_file * ENTRY_SIZE, fs)
+        self.log = MappedFileQueue(directory, entries_per_file * ENTRY_SIZE, fs, RESERVE_CHUNK)
         self.min_offset = 0
         self.max_physical_end = 0
         """Commitlog offset one past the newest record this queue points to."""
@@ -73,6 +75,8 @@ class ConsumeQueue:
             wrote = last.wrote_position
             if queue_offset * ENTRY_SIZE == last.start_offset + wrote and wrote < last.size:
                 # The common case: the next entry, in the current file.
+                if wrote + ENTRY_SIZE > last.file.reserved:
+                    last.reserve(wrote + ENTRY_SIZE)
                 last.file.write(wrote, ENTRY.pack(physical_offset, size, tags_code))
                 last.wrote_position = wrote + ENTRY_SIZE
                 last.dirty = True
@@ -92,6 +96,18 @@ class ConsumeQueue:
         if end > self.max_physical_end:
             self.max_physical_end = end
         return True
+
+    def reserve(self, first: int, end: int) -> None:
+        """Room for entries `first` to `end` (exclusive) and any blanks before
+        them, so that putting them cannot run out of disk (NoSpaceError now
+        instead, with nothing written)."""
+        files = self.log.files
+        if files:
+            last = files[-1]
+            if end * ENTRY_SIZE <= last.start_offset + last.file.reserved:
+                return  # the common case: reserved a chunk ahead already
+        start = self.log.max_offset if files else first * ENTRY_SIZE
+        self.log.reserve(start, end * ENTRY_SIZE)
 
     def _append(self, entry: bytes, queue_offset: int) -> None:
         target = self.log.writable_file(queue_offset * ENTRY_SIZE)
@@ -212,10 +228,13 @@ class ConsumeQueue:
         for mapped in self.log.files:
             mapped.wrote_position = mapped.flushed_position = mapped.size
         for mapped in self.log.files:
-            view = mapped.file.view(0, mapped.size)
+            readable = data_prefix_end(mapped.file)  # holes are unwritten: not read
+            view = mapped.file.view(0, readable - readable % ENTRY_SIZE)
             for index, (_, size, _) in enumerate(ENTRY.iter_unpack(view)):
                 if size <= 0:
                     return (mapped.start_offset // ENTRY_SIZE) + index
+            if readable < mapped.size:
+                return (mapped.start_offset + readable) // ENTRY_SIZE
         last = self.log.files[-1]
         return (last.start_offset + last.size) // ENTRY_SIZE
 

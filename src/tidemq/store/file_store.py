@@ -9,6 +9,15 @@ scanning the commitlog from the checkpoint.
 
 Reads are synchronous slices of the mapped files. Retention runs on the
 caller's thread (`run_retention`), never concurrently with reads.
+
+A full disk refuses writes, nothing else (see `disk_guard` and `room`): above
+the warning ratio, or after any ENOSPC, `append` answers SERVICE_NOT_AVAILABLE
+without writing; otherwise it reserves every block the append needs before
+writing its first byte. Should a dispatch still run out of room (recovery
+re-dispatching on a full disk, or a batch the reservation underestimated), the
+store remembers where dispatching stopped (`_dispatch_behind`, or
+`_index_behind` for the index alone), refuses writes, and dispatches the rest
+once there is room again. Reads, recovery and retention need no new blocks.
 """
 
 from __future__ import annotations
@@ -39,17 +48,21 @@ from tidemq.store.api import (
     QueryResult,
 )
 from tidemq.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from tidemq.store.commitlog import CommitLog
+from tidemq.store.commitlog import AppendPlan, CommitLog
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.consumequeue import BLANK_SIZE, ENTRY, ConsumeQueue
+from tidemq.store.disk_guard import DiskGuard, disk_used_ratio
 from tidemq.store.filters import make_tags_code_rule
 from tidemq.store.flush import FlushService
-from tidemq.store.fs import REAL_FS, FileSystem
+from tidemq.store.fs import REAL_FS, FileSystem, NoSpaceError
 from tidemq.store.index import IndexService
 from tidemq.store.lock import StoreLock
 from tidemq.store.reads import classify_offset
 from tidemq.store.recovery import RecoveryReport
-from tidemq.store.retention import CommitLogFile, RetentionPolicy, select_files_to_delete
+from tidemq.store.retention import CommitLogFile, RetentionPolicy, select_deletions
+from tidemq.store.retention_report import RetentionCounters, queue_losses
+from tidemq.store.room import reserve_for_append
+from tidemq.store.space import is_no_space
 from tidemq.store.validation import validate_batch
 
 log = logging.getLogger(__name__)
@@ -78,7 +91,20 @@ class FileMessageStore:
         self.config = config
         self.fs = fs
         self.clock = clock
-        self._disk_usage = disk_usage or _disk_used_ratio
+        self._disk_usage = disk_usage or disk_used_ratio
+        self.disk = DiskGuard(
+            config.root,
+            self._disk_usage,
+            clock,
+            warning_ratio=config.disk_warning_ratio,
+            clean_ratio=config.disk_force_clean_ratio,
+            check_interval_s=config.disk_check_interval_ms / 1000,
+        )
+        self.retention = RetentionCounters()
+        self._dispatch_behind: int | None = None
+        """Commitlog offset from which records wait for their dispatch (no room)."""
+        self._index_behind: int | None = None
+        """Commitlog offset from which records wait for their index entries."""
         self._tags_code_rule = make_tags_code_rule(config.delay_levels)
         self.commitlog = CommitLog(
             config.commitlog_dir,
@@ -221,7 +247,13 @@ class FileMessageStore:
         if log_files.last is not None:
             start = min(start, log_files.last.start_offset + log_files.file_size)
         index_checkpoint = checkpoint.index_offset if checkpoint is not None else 0
-        rebuild_from = self.index.load(clean and checkpoint is not None, index_checkpoint)
+        # An index left behind by a full disk is rebuilt from its checkpoint.
+        index_trusted = (
+            clean
+            and checkpoint is not None
+            and checkpoint.index_offset >= checkpoint.consumequeue_offset
+        )
+        rebuild_from = self.index.load(index_trusted, index_checkpoint)
         if rebuild_from is not None:
             report.index_rebuilt_from = rebuild_from
             report.index_files_dropped = 1
@@ -237,15 +269,41 @@ class FileMessageStore:
             if dropped:
                 report.consumequeue_dropped[f"{topic}/{queue_id}"] = dropped
         # Pass 2: re-dispatch what the derived structures may have missed.
-        for _, dispatch, _ in self.commitlog.scan(start):
-            if dispatch is not None and self._dispatch(dispatch, notify=False):
-                report.redispatched += 1
+        waiting = self._redispatch(start, report)
         log_files.set_end(end)
+        queue_offsets = self.commitlog.queue_offsets
         for (topic, queue_id), queue in self.consume_queues.items():
-            self.commitlog.queue_offsets[(topic, queue_id)] = queue.max_offset
+            queue_offsets[(topic, queue_id)] = queue.max_offset
             queue.correct_min_offset(log_files.min_offset)
-        self._dispatched_offset = end
+        for key, next_offset in waiting.items():
+            queue_offsets[key] = max(queue_offsets.get(key, 0), next_offset)
+        self._dispatched_offset = end if self._dispatch_behind is None else self._dispatch_behind
         return report
+
+    def _redispatch(self, start: int, report: RecoveryReport) -> dict[QueueKey, int]:
+        """Dispatch the records from `start` again (idempotently). On a full
+        disk, dispatching stops where an entry found no room and resumes once
+        there is room; the queues' next offsets are then taken from the records
+        left waiting (returned: queue -> next queue offset)."""
+        waiting: dict[QueueKey, int] = {}
+        for offset, dispatch, queue_offset in self.commitlog.scan(start):
+            if dispatch is None:
+                continue
+            if self._dispatch_behind is None:
+                try:
+                    if self._dispatch(dispatch, notify=False):
+                        report.redispatched += 1
+                    continue
+                except NoSpaceError as exc:
+                    self._dispatch_behind = offset
+                    self.disk.no_space(exc)
+                    log.warning(
+                        "store recovery: no room to dispatch the records from commitlog "
+                        "offset %d on; they are stored and will be dispatched once there is room",
+                        offset,
+                    )
+            waiting[(dispatch.topic, dispatch.queue_id)] = queue_offset + 1
+        return waiting
 
     def _scan_valid_end(self, start: int, report: RecoveryReport, *, trust_queues: bool) -> int:
         """The end of valid records from `start`. Besides magic, sizes and body
@@ -337,12 +395,98 @@ class FileMessageStore:
         problem = validate_batch(messages, self.config)
         if problem is not None:
             return BatchPutResult(problem[0], remark=problem[1])
-        results, dispatches = self.commitlog.append(messages, self.clock.now_ms())
+        if self._dispatch_behind is not None or self._index_behind is not None:
+            refusal = self._disk_refusal()
+            if refusal is not None:
+                return refusal
+        elif not self.disk.writable():
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.disk.remark())
+        plan = self.commitlog.prepare(messages, self.clock.now_ms())
+        index = self.index if self.config.index_enabled and self._index_behind is None else None
+        try:
+            reserve_for_append(plan, self.commitlog, self._queue, index)
+        except NoSpaceError as exc:
+            self.commitlog.cancel(plan)
+            return self._no_space(exc)
+        try:
+            self.commitlog.write(plan)
+        except NoSpaceError as exc:  # the room was reserved: never expected
+            log.error("no space for a reserved commitlog write at %d: %s", plan.start, exc)
+            self._dispatch_behind = self._dispatched_offset = plan.start
+            return self._no_space(exc)
+        return self._dispatch_appended(plan)
+
+    def _dispatch_appended(self, plan: AppendPlan) -> BatchPutResult:
+        """Dispatch a written append; acknowledged only if every consumequeue
+        entry was written (otherwise its records wait for room, unacknowledged)."""
         dispatch = self._dispatch
-        for request in dispatches:
-            dispatch(request, notify=True)
+        for request in plan.dispatches:
+            try:
+                dispatch(request, notify=True)
+            except NoSpaceError as exc:
+                self._dispatch_behind = request.commitlog_offset
+                self._dispatched_offset = request.commitlog_offset
+                log.warning(
+                    "no room for the consumequeue entry of the record at %d: the batch is "
+                    "refused; its records are dispatched once there is room",
+                    request.commitlog_offset,
+                )
+                return self._no_space(exc)
         self._dispatched_offset = self.commitlog.max_offset
-        return BatchPutResult(PutStatus.PUT_OK, tuple(results))
+        self.disk.wrote()
+        return BatchPutResult(PutStatus.PUT_OK, tuple(plan.results))
+
+    def _disk_refusal(self) -> BatchPutResult | None:
+        """SERVICE_NOT_AVAILABLE while the disk is full or records still wait
+        for their dispatch; None when a write may go ahead."""
+        if self.disk.writable() and self._catch_up():
+            return None
+        return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.disk.remark())
+
+    def _no_space(self, error: OSError) -> BatchPutResult:
+        self.disk.no_space(error)
+        return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.disk.remark())
+
+    def _catch_up(self) -> bool:
+        """Dispatch the records a full disk held back; True when none wait."""
+        behind = self._dispatch_behind
+        if behind is not None:
+            end = self.commitlog.max_offset
+            for offset, request in self.commitlog.records_between(behind, end):
+                if request is None:
+                    continue
+                try:
+                    self._dispatch(request, notify=True)
+                except NoSpaceError as exc:
+                    self._dispatch_behind = self._dispatched_offset = offset
+                    self.disk.no_space(exc)
+                    return False
+            self._dispatch_behind = None
+            self._dispatched_offset = end
+            log.info(
+                "dispatched the records from commitlog offset %d held back by a full disk", behind
+            )
+        behind = self._index_behind
+        if behind is not None and self.config.index_enabled:
+            end = self.commitlog.max_offset
+            for offset, request in self.commitlog.records_between(behind, end):
+                if request is None:
+                    continue
+                try:
+                    self.index.build(request)
+                except NoSpaceError as exc:
+                    self._index_behind = offset
+                    self.disk.no_space(exc)
+                    return False
+            self._index_behind = None
+            log.info(
+                "indexed the records from commitlog offset %d held back by a full disk", behind
+            )
+        return True
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queue = self.consume_queues.get((topic, queue_id))
+        return queue if queue is not None else self._new_queue(topic, queue_id)
 
     def _dispatch(self, request: DispatchRequest, *, notify: bool) -> bool:
         key = (request.topic, request.queue_id)
@@ -352,8 +496,18 @@ class FileMessageStore:
         written = queue.put(
             request.commitlog_offset, request.size, request.tags_code, request.queue_offset
         )
-        if self.config.index_enabled:
-            self.index.build(request)
+        if self.config.index_enabled and self._index_behind is None:
+            try:
+                self.index.build(request)
+            except NoSpaceError as exc:
+                # The message stays readable; only finding it by key waits.
+                self._index_behind = request.commitlog_offset
+                self.disk.no_space(exc)
+                log.warning(
+                    "no room in the index for the record at %d: it and later ones are "
+                    "indexed once there is room",
+                    request.commitlog_offset,
+                )
         if notify:
             for listener in self._listeners:
                 listener(request)
@@ -374,18 +528,25 @@ class FileMessageStore:
         flushed offset, so the checkpoint never claims more than is on disk.
         """
         dispatched = min(self._dispatched_offset, self.commitlog.log.flush())
+        index_behind = self._index_behind
+        indexed = dispatched if index_behind is None else min(dispatched, index_behind)
         for queue in list(self.consume_queues.values()):
             queue.flush()
         self.index.flush()
-        write_checkpoint(
-            self.config.checkpoint_path,
-            Checkpoint(
-                commitlog_offset=dispatched,
-                consumequeue_offset=dispatched,
-                index_offset=dispatched,
-                timestamp_ms=self.clock.now_ms(),
-            ),
+        checkpoint = Checkpoint(
+            commitlog_offset=dispatched,
+            consumequeue_offset=dispatched,
+            index_offset=indexed,
+            timestamp_ms=self.clock.now_ms(),
         )
+        try:
+            write_checkpoint(self.config.checkpoint_path, checkpoint)
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            # The old checkpoint stays valid (recovery only scans more); the
+            # next flush writes it again.
+            self.disk.no_space(exc, "the checkpoint")
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self._listeners.append(listener)
@@ -604,6 +765,22 @@ class FileMessageStore:
         record = self.commitlog.record_at(self.commitlog.min_offset)
         return -1 if record is None else peek_header(record, 0).store_timestamp
 
+    def runtime_info(self) -> dict[str, str]:
+        """The store's part of GET_BROKER_RUNTIME_INFO: RocketMQ's disk keys
+        (DefaultMessageStore.getRuntimeInfo) and tidemq's retention counters."""
+        self.disk.writable()  # measures when the cached figure is stale
+        ratio = str(self.disk.ratio)
+        counters = self.retention
+        return {
+            "commitLogDiskRatio": ratio,
+            f"commitLogDiskRatio_{self.config.commitlog_dir}": ratio,
+            "consumeQueueDiskRatio": ratio,
+            "tidemqDiskFull": str(self.disk.full).lower(),
+            "tidemqDeletedCommitLogFiles": str(counters.deleted_files),
+            "tidemqForcedDeletedFiles": str(counters.forced_files),
+            "tidemqForcedDeletedMessages": str(counters.forced_messages),
+        }
+
     def queues(self) -> dict[str, list[int]]:
         table: dict[str, list[int]] = {}
         for topic, queue_id in sorted(self.consume_queues):
@@ -637,40 +814,74 @@ class FileMessageStore:
 
     def run_retention(self, *, force: bool = False) -> list[Path]:
         """Delete expired commitlog files (and what points into them) when it
-        is the configured hour or the disk is fuller than the limit."""
+        is the configured hour or the disk is fuller than the limit; above the
+        force ratio, unexpired ones too, each such deletion logged at WARNING
+        with the queue offsets it took. Measures disk use (the full flag's
+        hysteresis runs here too) and dispatches what a full disk held back."""
         now_ms = self.clock.now_ms()
+        ratio = self.disk.measure()
+        if not self.disk.full and (self._dispatch_behind is not None or self._index_behind):
+            self._catch_up()
         policy = RetentionPolicy(
             reserved_ms=int(self.config.file_reserved_hours * 3_600_000),
             delete_hours=self.config.delete_hours,
             disk_max_used_ratio=self.config.disk_max_used_ratio,
             disk_force_clean_ratio=self.config.disk_force_clean_ratio,
             max_files_per_run=self.config.delete_files_per_run,
+            clean_forcibly=self.config.clean_file_forcibly,
         )
         files = [
             CommitLogFile(m.start_offset, _mtime_ms(m.file.path)) for m in self.commitlog.log.files
         ]
         hour = datetime.fromtimestamp(now_ms / 1000).hour
-        count = select_files_to_delete(
-            files,
-            now_ms,
-            policy,
-            hour=hour,
-            disk_ratio=self._disk_usage(self.config.root),
-            manual=force,
-        )
+        forced = select_deletions(files, now_ms, policy, hour=hour, disk_ratio=ratio, manual=force)
+        expired = forced.index(True) if True in forced else len(forced)
+        removed = self._delete_oldest(expired, forced=False, ratio=ratio)
+        removed += self._delete_oldest(len(forced) - expired, forced=True, ratio=ratio)
+        return removed
+
+    def _delete_oldest(self, count: int, *, forced: bool, ratio: float) -> list[Path]:
+        """Delete the `count` oldest commitlog files and what pointed into them."""
+        if count <= 0:
+            return []
+        before = {key: queue.min_offset for key, queue in self.consume_queues.items()}
         removed: list[Path] = []
         for _ in range(count):
             path = self.commitlog.log.delete_first()
             if path is None:
                 break
             removed.append(path)
-        if removed:
-            commitlog_min = self.commitlog.min_offset
-            for queue in self.consume_queues.values():
-                removed.extend(queue.delete_expired(commitlog_min))
-            removed.extend(self.index.delete_files_before(commitlog_min))
-            log.info("retention deleted %d files", len(removed))
+        if not removed:
+            return []
+        files = len(removed)
+        commitlog_min = self.commitlog.min_offset
+        for queue in self.consume_queues.values():
+            removed.extend(queue.delete_expired(commitlog_min))
+        removed.extend(self.index.delete_files_before(commitlog_min))
+        after = {key: queue.min_offset for key, queue in self.consume_queues.items()}
+        losses = queue_losses(before, after)
+        self.retention.record(files, files if forced else 0, losses if forced else [])
+        shown = "; ".join(loss.describe() for loss in losses[:_LOSSES_LOGGED])
+        if len(losses) > _LOSSES_LOGGED:
+            shown += f"; and {len(losses) - _LOSSES_LOGGED} more queues"
+        if forced:
+            log.warning(
+                "disk %.0f%% used (force clean ratio %.0f%%): deleted %d commitlog files that "
+                "had not expired; %d messages are gone, read or not, from queue offsets "
+                "(topic/queue [first, end)): %s",
+                ratio * 100,
+                self.config.disk_force_clean_ratio * 100,
+                files,
+                sum(loss.count for loss in losses),
+                shown or "none",
+            )
+        else:
+            log.info("retention deleted %d files (%d commitlog): %s", len(removed), files, shown)
         return removed
+
+
+_LOSSES_LOGGED = 100
+"""Queues named in one retention log line; the rest are counted."""
 
 
 def _with_status(result: BatchPutResult, status: PutStatus, remark: str) -> BatchPutResult:
@@ -696,8 +907,3 @@ def _mtime_ms(path: Path) -> int:
         return int(path.stat().st_mtime * 1000)
     except FileNotFoundError:
         return 0
-
-
-def _disk_used_ratio(path: Path) -> float:
-    usage = shutil.disk_usage(path)
-    return usage.used / usage.total if usage.total else 0.0

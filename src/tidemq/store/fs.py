@@ -8,11 +8,24 @@ were synced, and on `crash()` writes to disk what a power cut could leave: the
 synced bytes, plus, for each unsynced write, all of it, a torn prefix or
 nothing, with optional bit flips, all chosen from a seed. Recovery is then
 tested on those real files.
+
+Blocks before bytes: a mapped file is created sparse, and a write through the
+mapping into a page with no block behind it faults; on a full disk the kernel
+answers that fault with SIGBUS and the process dies. So every file reserves
+its blocks (posix_fallocate) before bytes land in them: `reserve` for the
+sequential writers, which reserve a chunk ahead, and `write` itself for
+anything else. A full disk then raises `NoSpaceError` before anything is
+written. Bytes that already hold data have their blocks, so overwriting them
+(recovery zeroing a torn tail) needs no new ones, even on a full disk.
+Holes must not even be read through the mapping: on tmpfs a read fault takes
+a page as well, so scans past the written end ask `data_ranges` first.
+`FaultyFileSystem` can be given a capacity to run out of.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import random
@@ -22,6 +35,11 @@ from pathlib import Path
 from typing import Protocol
 
 from tidemq.store.lock import StoreLock
+from tidemq.store.space import PAGE_SIZE, is_no_space, page_ceil, page_floor
+
+
+class NoSpaceError(OSError):
+    """The disk has no block for bytes about to be written: nothing was written."""
 
 
 class StoreFile(Protocol):
@@ -33,9 +51,26 @@ class StoreFile(Protocol):
     @property
     def size(self) -> int: ...
 
-    def write(self, pos: int, data: bytes | bytearray | memoryview) -> None: ...
+    def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Write at `pos`, reserving blocks first (NoSpaceError: nothing written)."""
+        ...
+
+    @property
+    def reserved(self) -> int:
+        """Bytes [0, reserved) have blocks on disk: writes there cannot fault."""
+        ...
+
+    def reserve(self, end: int, ahead_to: int = 0) -> None:
+        """Give bytes [0, end) blocks, trying [0, ahead_to) at once (a chunk
+        ahead); NoSpaceError, with nothing changed, when the disk is full."""
+        ...
 
     def view(self, pos: int, length: int) -> memoryview: ...
+
+    def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The parts of [start, end) that may hold data, in order; the rest are
+        holes (zeros without blocks), to be taken as zeros, never read."""
+        ...
 
     def sync(self) -> None:
         """Make every write so far durable."""
@@ -63,11 +98,13 @@ class FileSystem(Protocol):
 
 
 class _FixedSizeFile:
-    """What both file kinds share: a path, a fixed size, bounds on writes."""
+    """What both file kinds share: a path, a fixed size, bounds on writes, and
+    which of its bytes have blocks (a prefix, grown by `reserve`)."""
 
     def __init__(self, path: Path, size: int) -> None:
         self._path = path
         self._size = size
+        self._reserved = 0
 
     @property
     def path(self) -> Path:
@@ -83,12 +120,53 @@ class _FixedSizeFile:
             raise ValueError(f"write [{pos}, {end}) outside {self._path.name}")
         return end
 
+    @property
+    def reserved(self) -> int:
+        return self._reserved
+
+    def reserve(self, end: int, ahead_to: int = 0) -> None:
+        if end <= self._reserved:
+            return
+        exact = min(self._size, page_ceil(end))
+        target = min(self._size, page_ceil(ahead_to))
+        if target > exact:
+            try:
+                self._allocate(self._reserved, target)
+            except NoSpaceError:
+                pass  # not a whole chunk left: maybe the bytes needed now
+            else:
+                self._reserved = target
+                return
+        self._allocate(self._reserved, exact)
+        self._reserved = exact
+
+    def _ensure_blocks(self, pos: int, end: int) -> None:
+        """Before writing [pos, end) past the reserved prefix: blocks for the
+        pages written, and no others (a write far out must not reserve the
+        holes before it). Pages that hold data have their blocks already, so
+        overwriting them succeeds even on a full disk."""
+        start, stop = page_floor(pos), min(self._size, page_ceil(end))
+        if start <= self._reserved:
+            self._allocate(self._reserved, stop)
+            self._reserved = stop
+        else:
+            self._allocate(start, stop)
+
+    def _allocate(self, start: int, end: int) -> None:
+        """Give [start, end) blocks; NoSpaceError when the disk has none left."""
+        raise NotImplementedError
+
+    def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        return [(start, end)] if start < end else []
+
 
 _MADV_POPULATE_WRITE = 23
+_FALLOCATE_UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 
 
 class MmapFile(_FixedSizeFile):
-    """A file mapped shared into memory: reads are zero-copy slices."""
+    """A file mapped shared into memory: reads are zero-copy slices. Created
+    sparse; blocks are reserved with posix_fallocate before writes reach them."""
 
     def __init__(self, path: Path, size: int) -> None:
         super().__init__(path, size)
@@ -106,13 +184,46 @@ class MmapFile(_FixedSizeFile):
         self._fd = fd
         self._view = memoryview(self._mmap)
         self._closed = False
+        self._fallocate_unsupported = False
 
     def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         end = self._check_range(pos, len(data))
+        if end > self._reserved:
+            self._ensure_blocks(pos, end)
         self._mmap[pos:end] = data
+
+    def _allocate(self, start: int, end: int) -> None:
+        if end <= start or self._fallocate_unsupported:
+            return
+        try:
+            os.posix_fallocate(self._fd, start, end - start)
+        except OSError as exc:
+            if is_no_space(exc):
+                raise NoSpaceError(exc.errno, exc.strerror, str(self._path)) from None
+            if exc.errno not in _FALLOCATE_UNSUPPORTED:
+                raise
+            # A file system without fallocate: writes fault for blocks as before.
+            self._fallocate_unsupported = True
 
     def view(self, pos: int, length: int) -> memoryview:
         return self._view[pos : pos + length]
+
+    def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        """From SEEK_DATA / SEEK_HOLE (the whole range where they are missing)."""
+        ranges: list[tuple[int, int]] = []
+        pos = start
+        try:
+            while pos < end:
+                data = os.lseek(self._fd, pos, os.SEEK_DATA)
+                if data >= end:
+                    break
+                hole = os.lseek(self._fd, data, os.SEEK_HOLE)
+                ranges.append((data, min(hole, end)))
+                pos = hole
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: no data past `pos`
+                return super().data_ranges(start, end)
+        return ranges
 
     def sync(self) -> None:
         if not self._closed:
@@ -177,7 +288,8 @@ class CrashPlan:
 
 
 class SimulatedFile(_FixedSizeFile):
-    """An in-memory file that knows which of its bytes are durable."""
+    """An in-memory file that knows which of its bytes are durable, and which
+    have blocks (charged to its file system's capacity)."""
 
     def __init__(self, fs: FaultyFileSystem, path: Path, size: int, initial: bytes) -> None:
         super().__init__(path, size)
@@ -187,10 +299,29 @@ class SimulatedFile(_FixedSizeFile):
         self.durable = bytearray(self.data)
         self.unsynced: list[tuple[int, bytes]] = []
         self.closed = False
+        # What is on disk already has its blocks (a crash image is written whole).
+        self._reserved = min(size, page_ceil(len(initial)))
+        self.charged = self._reserved
+        self._extra_pages: set[int] = set()
+
+    def _allocate(self, start: int, end: int) -> None:
+        first, stop = page_floor(start), page_ceil(end)
+        new = [
+            page
+            for page in range(first, stop, PAGE_SIZE)
+            if page >= self._reserved and page not in self._extra_pages
+        ]
+        if not new:
+            return
+        self._fs.charge(len(new) * PAGE_SIZE, self._path)
+        self._extra_pages.update(new)
+        self.charged += len(new) * PAGE_SIZE
 
     def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         end = self._check_range(pos, len(data))
         self._fs.check_alive()
+        if end > self._reserved:
+            self._ensure_blocks(pos, end)
         chunk = bytes(data)
         self.data[pos:end] = chunk
         with self._fs.lock:
@@ -219,9 +350,10 @@ class CrashedError(RuntimeError):
 
 
 class FaultyFileSystem:
-    """A file system whose contents can be lost the way a power cut loses them."""
+    """A file system whose contents can be lost the way a power cut loses them,
+    and which, given a `capacity` in bytes, runs out of blocks (ENOSPC)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, *, capacity: int | None = None) -> None:
         self.random = random.Random(seed)
         self.files: dict[Path, SimulatedFile] = {}
         self.removed: set[Path] = set()
@@ -229,10 +361,29 @@ class FaultyFileSystem:
         self.sync_count = 0
         self.locks: list[StoreLock] = []
         self._crashed = False
+        self.capacity = capacity
+        """Bytes of blocks the files may hold; None: unlimited. Settable at any time."""
+        self.allocated = 0
+        """Bytes of blocks the open files hold (whole pages)."""
 
     def check_alive(self) -> None:
         if self._crashed:
             raise CrashedError("the simulated machine has crashed")
+
+    def charge(self, size: int, path: Path) -> None:
+        """Take `size` bytes of blocks for `path`, or raise NoSpaceError."""
+        with self.lock:
+            if self.capacity is not None and self.allocated + size > self.capacity:
+                raise NoSpaceError(errno.ENOSPC, "No space left on device (simulated)", str(path))
+            self.allocated += size
+
+    def used_ratio(self, _path: Path | None = None) -> float:
+        """Blocks held over capacity (0.0 without one): a `disk_usage` for the store."""
+        if self.capacity is None:
+            return 0.0
+        if self.capacity <= 0:
+            return 1.0
+        return min(1.0, self.allocated / self.capacity)
 
     def open_file(self, path: Path, size: int) -> StoreFile:
         self.check_alive()
@@ -242,15 +393,26 @@ class FaultyFileSystem:
         initial = path.read_bytes() if path.exists() else b""
         if len(initial) > size:
             raise ValueError(f"{path} is {len(initial)} bytes, expected at most {size}")
+        if existing is not None:
+            self._release(existing)
         simulated = SimulatedFile(self, path, size, initial)
+        with self.lock:
+            self.allocated += simulated.charged
         self.files[path] = simulated
         self.removed.discard(path)
         return simulated
 
     def remove(self, path: Path) -> None:
-        self.files.pop(path, None)
+        removed = self.files.pop(path, None)
+        if removed is not None:
+            self._release(removed)
         self.removed.add(path)
         path.unlink(missing_ok=True)
+
+    def _release(self, simulated: SimulatedFile) -> None:
+        with self.lock:
+            self.allocated -= simulated.charged
+        simulated.charged = 0
 
     def sync_dir(self, path: Path) -> None:
         self.check_alive()

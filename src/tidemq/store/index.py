@@ -38,6 +38,13 @@ outnumber a file's capacity); `build` skips offsets up to and including the
 last indexed one, so re-dispatch adds nothing; endTimestamp is the maximum
 store time rather than the last one; a crash is judged by the checkpoint's
 commitlog offset rather than its timestamp.
+
+Disk space: an index file is created sparse; its header and slots (written at
+random) get their blocks when the file is created, its entries (written in
+order) a chunk ahead, so a put never writes a page without a block (on a full
+disk that is SIGBUS). `IndexService.reserve` makes room for a batch's entries
+before the store writes the batch, creating the next file ahead if the batch
+will need it.
 """
 
 from __future__ import annotations
@@ -58,7 +65,8 @@ from tidemq.common import sysflag
 from tidemq.common.clock import Clock
 from tidemq.common.hashing import java_string_hash_shared_prefix, java_string_hash_uncached
 from tidemq.store.api import DispatchRequest
-from tidemq.store.fs import FileSystem, MmapFile, StoreFile
+from tidemq.store.fs import FileSystem, MmapFile, NoSpaceError, StoreFile
+from tidemq.store.space import DEFAULT_RESERVE_CHUNK, reservation_end
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +154,7 @@ class IndexFile:
     __slots__ = (
         "_direct",
         "_entries_pos",
+        "_room_end",
         "_view",
         "capacity",
         "header",
@@ -165,6 +174,8 @@ class IndexFile:
         # Pack straight into a shared mapping (puts are the hot path); other
         # files, the fault-injecting ones included, see every write via `write`.
         self._direct = isinstance(store, MmapFile)
+        self._room_end = store.reserved
+        """Bytes below this have blocks (a copy of the file's, kept for `put`)."""
         self.unsynced = False
         self.needs_dir_sync = False
 
@@ -185,11 +196,23 @@ class IndexFile:
 
     # -- writing ------------------------------------------------------------
 
+    def reserve(self, count: int) -> None:
+        """Blocks for the header, the slots and `count` more entries, a chunk
+        of entries ahead (NoSpaceError when the disk is full)."""
+        end = self._entries_pos + (self.header.index_count + count) * ENTRY_SIZE
+        if end > self._room_end:
+            size = self.store.size
+            end = min(size, end)
+            self.store.reserve(end, reservation_end(end, size, DEFAULT_RESERVE_CHUNK))
+            self._room_end = self.store.reserved
+
     def put(self, key_hash: int, phy_offset: int, store_timestamp: int) -> None:
         """Append one entry at the head of its slot's chain; the caller then
         writes the header (once per message) and checks `free` beforehand."""
         header = self.header
         number = header.index_count
+        if self._entries_pos + (number + 1) * ENTRY_SIZE > self._room_end:
+            self.reserve(1)  # before any byte is written
         if number == FIRST_ENTRY:
             # Written once: later (possibly torn) header writes skip it.
             header.begin_timestamp = store_timestamp
@@ -244,9 +267,10 @@ class IndexFile:
         return fields
 
     def slot_head(self, key_hash: int) -> int:
-        head: int = SLOT.unpack_from(
-            self._view, HEADER_SIZE + (key_hash % self.slot_count) * SLOT_SIZE
-        )[0]
+        pos = HEADER_SIZE + (key_hash % self.slot_count) * SLOT_SIZE
+        if pos + SLOT_SIZE > self._room_end and not self.store.data_ranges(pos, pos + SLOT_SIZE):
+            return NO_ENTRY  # a hole (a sparse file from before slots were reserved)
+        head: int = SLOT.unpack_from(self._view, pos)[0]
         return head
 
     def overlaps(self, begin_ms: int, end_ms: int) -> bool:
@@ -308,7 +332,13 @@ class IndexFile:
         return None
 
     def _slot_words(self) -> array[int]:
-        return _big_endian_words(self._view[HEADER_SIZE : self._entries_pos])
+        """Every slot, holes read as zeros without touching them."""
+        if self._entries_pos <= self._room_end:
+            return _big_endian_words(self._view[HEADER_SIZE : self._entries_pos])
+        slots = bytearray(self._entries_pos - HEADER_SIZE)
+        for start, end in self.store.data_ranges(HEADER_SIZE, self._entries_pos):
+            slots[start - HEADER_SIZE : end - HEADER_SIZE] = self._view[start:end]
+        return _big_endian_words(bytes(slots))
 
     def _entry_chunks(self, count: int) -> Iterator[tuple[int, array[int]]]:
         """(first entry number, int32 words) for entries below `count`, a
@@ -440,6 +470,8 @@ class IndexService:
         self._capacity = max_index_count
         self._file_size = file_size(max_hash_slots, max_index_count)
         self._files: list[IndexFile] = []
+        self._spare: IndexFile | None = None
+        """The next file, made ahead by `reserve` for a batch that will need it."""
         self._last_indexed = -1
         """Commitlog offset of the newest indexed message, -1 when none."""
         self._lock = threading.Lock()
@@ -462,7 +494,12 @@ class IndexService:
         paths = sorted(p for p in self.directory.iterdir() if FILE_NAME.fullmatch(p.name))
         rebuild_from = self._open_files(paths, clean_shutdown, checkpoint_offset)
         if not clean_shutdown:
-            self._repair_newest()
+            dropped_from = self._repair_newest()
+            if dropped_from is not None:
+                dropped_from = min(dropped_from, checkpoint_offset)
+                rebuild_from = (
+                    dropped_from if rebuild_from is None else min(rebuild_from, dropped_from)
+                )
         self._last_indexed = self._files[-1].header.end_phy_offset if self._files else -1
         return rebuild_from
 
@@ -490,13 +527,32 @@ class IndexService:
             return rebuild_from
         return None
 
-    def _repair_newest(self) -> None:
+    def _repair_newest(self) -> int | None:
         """Only the newest file surviving a crash can have been written after
-        its header was synced (older ones were complete before it began)."""
-        if self._files and self._files[-1].repair_after_crash():
-            newest = self._files[-1]
+        its header was synced (older ones were complete before it began).
+
+        On a full disk a repair may need blocks the file never had (its slots
+        were sparse): then the file is dropped and its begin offset returned,
+        to be indexed again once there is room."""
+        if not self._files:
+            return None
+        newest = self._files[-1]
+        try:
+            repaired = newest.repair_after_crash()
+        except NoSpaceError as exc:
+            log.warning(
+                "no space to repair index file %s (%s): dropping it, its messages are "
+                "indexed again later",
+                newest.path.name,
+                exc.strerror,
+            )
+            rebuild_from = self._rebuild_point(newest)
+            self._drop([newest])
+            return rebuild_from
+        if repaired:
             log.warning("repaired index file %s after a crash", newest.path.name)
             newest.sync()
+        return None
 
     def _open_existing(self, path: Path) -> tuple[IndexFile | None, str | None]:
         """The file and why it cannot be used (None when it can)."""
@@ -572,6 +628,24 @@ class IndexService:
                         hashes.append(key_hash)
         return hashes
 
+    def reserve(self, entries: int) -> None:
+        """Room for `entries` more entries (an upper bound for a batch) before
+        the batch is written: in the newest file, and in the next one, made
+        now, for what will not fit (NoSpaceError when the disk is full)."""
+        if entries <= 0:
+            return
+        newest = self._files[-1] if self._files else None
+        if newest is not None and newest.capacity - newest.header.index_count >= entries:
+            newest.reserve(entries)  # the common case
+            return
+        if newest is not None and newest.free > 0:
+            newest.reserve(min(entries, newest.free))
+            if newest.free >= entries:
+                return
+        if self._spare is None:
+            self._spare = self._create_file()
+        self._spare.reserve(min(entries, self._capacity))
+
     def _file_with_room(self, needed: int) -> IndexFile:
         """The newest file, or a new one when the message's keys do not fit,
         so that a message's entries share one file (and one rebuild point)."""
@@ -582,23 +656,38 @@ class IndexService:
         return self._new_file()
 
     def _new_file(self) -> IndexFile:
+        index_file, self._spare = self._spare, None
+        if index_file is None:
+            index_file = self._create_file()
+        self._files.append(index_file)
+        return index_file
+
+    def _create_file(self) -> IndexFile:
+        """A new file with blocks for its header, slots and first entries
+        (NoSpaceError, and no file, when the disk is full)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / self._next_file_name()
         index_file = IndexFile(
             self._fs.open_file(path, self._file_size), self._slots, self._capacity
         )
+        try:
+            index_file.reserve(1)
+        except NoSpaceError:
+            index_file.close()
+            self._fs.remove(path)
+            raise
         index_file.needs_dir_sync = True
         # Slots are written at random: map them now rather than fault per page.
         index_file.store.prefault(HEADER_SIZE, self._slots * SLOT_SIZE)
-        self._files.append(index_file)
         return index_file
 
     def _next_file_name(self) -> str:
         """The creation time, moved past the newest file's name if the clock
         has not advanced, so that names sort in creation order."""
         name = file_name_for(self._clock.now_ms())
-        if self._files and name <= self._files[-1].path.name:
-            name = f"{int(self._files[-1].path.name) + 1:017d}"
+        newest = self._spare or (self._files[-1] if self._files else None)
+        if newest is not None and name <= newest.path.name:
+            name = f"{int(newest.path.name) + 1:017d}"
         while (self.directory / name).exists():
             name = f"{int(name) + 1:017d}"
         return name
@@ -637,16 +726,25 @@ class IndexService:
         """Sync every file written since its last sync.
 
         The flag is cleared before syncing: a put racing with the sync sets it
-        again and is synced next time.
+        again and is synced next time. A sync that fails sets it again too, so
+        the flush thread's retry (flush.py) redoes it instead of skipping it.
         """
         with self._lock:
             for index_file in list(self._files):
                 if index_file.needs_dir_sync:
                     index_file.needs_dir_sync = False
-                    self._fs.sync_dir(self.directory)
+                    try:
+                        self._fs.sync_dir(self.directory)
+                    except BaseException:
+                        index_file.needs_dir_sync = True
+                        raise
                 if index_file.unsynced:
                     index_file.unsynced = False
-                    index_file.sync()
+                    try:
+                        index_file.sync()
+                    except BaseException:
+                        index_file.unsynced = True
+                        raise
 
     def delete_files_before(self, min_phy_offset: int) -> list[Path]:
         """Remove the oldest files whose entries all point below
@@ -688,6 +786,10 @@ class IndexService:
 
     def close(self) -> None:
         self.flush()
+        spare, self._spare = self._spare, None
+        if spare is not None:  # never written: nothing to keep
+            spare.close()
+            self._fs.remove(spare.path)
         with self._lock:
             for index_file in self._files:
                 index_file.close()

@@ -4,15 +4,24 @@ Both the commitlog (1 GiB files by default) and every consumequeue (300,000
 entries of 20 bytes) are such logs. The queue knows where each file starts,
 how far it was written and how far it was synced; it never interprets the
 bytes.
+
+Blocks are reserved a chunk ahead of the write position (`append` does it),
+and `reserve` lets a writer make sure of room before it writes anything: the
+store reserves a whole batch's bytes, and the consumequeue entries and index
+entries it will need, before the first byte goes to the commitlog. A file the
+log will need next is then created at once but kept aside (`_prepared`) until
+the log reaches it, so it is never seen as the log's end.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tidemq.store.fs import FileSystem, StoreFile
+from tidemq.store.fs import FileSystem, NoSpaceError, StoreFile
+from tidemq.store.space import DEFAULT_RESERVE_CHUNK, PAGE_SIZE, reservation_end
 
 ZERO_CHUNK = bytes(1 << 20)
 
@@ -29,6 +38,7 @@ class MappedFile:
     wrote_position: int = 0
     flushed_position: int = 0
     dirty: bool = field(default=False)
+    reserve_chunk: int = DEFAULT_RESERVE_CHUNK
 
     @property
     def size(self) -> int:
@@ -44,20 +54,37 @@ class MappedFile:
         return self.file.size - self.wrote_position
 
     def append(self, data: bytes | bytearray | memoryview) -> None:
+        end = self.wrote_position + len(data)
+        if end > self.file.reserved:
+            self.reserve(end)
         self.file.write(self.wrote_position, data)
-        self.wrote_position += len(data)
+        self.wrote_position = end
         self.dirty = True
+
+    def reserve(self, end: int) -> None:
+        """Blocks for bytes [0, end) of this file, a chunk ahead (NoSpaceError)."""
+        if end > self.file.reserved:
+            self.file.reserve(end, reservation_end(end, self.size, self.reserve_chunk))
 
 
 class MappedFileQueue:
     """The ordered, contiguous files of one log."""
 
-    def __init__(self, directory: Path, file_size: int, fs: FileSystem) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        file_size: int,
+        fs: FileSystem,
+        reserve_chunk: int = DEFAULT_RESERVE_CHUNK,
+    ) -> None:
         if file_size <= 0:
             raise ValueError("file size must be positive")
         self.directory = directory
         self.file_size = file_size
         self.fs = fs
+        self.reserve_chunk = reserve_chunk
+        self._prepared: list[MappedFile] = []
+        """Files after the last one, created and reserved ahead of the writes."""
         self.files: list[MappedFile] = []
         self._lock = threading.Lock()  # the flusher thread iterates the list
 
@@ -75,7 +102,7 @@ class MappedFileQueue:
                 raise StoreCorruptedError(
                     f"{path} is larger than the configured file size {self.file_size}"
                 )
-            self.files.append(MappedFile(start, self.fs.open_file(path, self.file_size)))
+            self.files.append(self._mapped(start, self.fs.open_file(path, self.file_size)))
             expected = start + self.file_size
 
     @property
@@ -95,12 +122,69 @@ class MappedFileQueue:
             raise ValueError(f"{start_offset} is not a file boundary")
         if self.files and start_offset != self.files[-1].start_offset + self.file_size:
             raise ValueError(f"file at {start_offset} would leave a gap")
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / file_name(start_offset)
-        mapped = MappedFile(start_offset, self.fs.open_file(path, self.file_size))
+        prepared = self._prepared
+        if prepared and prepared[0].start_offset == start_offset:
+            mapped = prepared.pop(0)
+        else:
+            self._discard_prepared()
+            mapped = self._open_new(start_offset)
         with self._lock:
             self.files.append(mapped)
         return mapped
+
+    def _mapped(self, start_offset: int, file: StoreFile) -> MappedFile:
+        return MappedFile(start_offset, file, reserve_chunk=self.reserve_chunk)
+
+    def _open_new(self, start_offset: int) -> MappedFile:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / file_name(start_offset)
+        return self._mapped(start_offset, self.fs.open_file(path, self.file_size))
+
+    # -- reserving room ahead of writes ---------------------------------------
+
+    def reserve(self, start: int, end: int) -> None:
+        """Make sure bytes [start, end) of the log can be written without new
+        blocks: reserve them in the files that exist, and create (and reserve)
+        the ones past the last file now, kept aside until the log reaches them.
+        NoSpaceError when the disk is full (a file created here for nothing is
+        removed again); what was reserved before the failure stays reserved."""
+        files = self.files
+        if files:  # the common case: room already reserved in the last file
+            last = files[-1]
+            if last.start_offset <= start and end <= last.start_offset + last.file.reserved:
+                return
+        offset = start
+        while offset < end:
+            mapped = self.find(offset) or self._prepared_for(offset)
+            file_end = mapped.start_offset + mapped.size
+            mapped.reserve(min(end, file_end) - mapped.start_offset)
+            offset = file_end
+
+    def _prepared_for(self, offset: int) -> MappedFile:
+        """The file after the last one (or the first one) holding `offset`."""
+        start = offset - offset % self.file_size
+        for mapped in self._prepared:
+            if mapped.start_offset == start:
+                return mapped
+        last = self._prepared[-1] if self._prepared else self.last
+        if last is not None and start != last.start_offset + self.file_size:
+            raise ValueError(f"cannot prepare a file at {start}: it would leave a gap")
+        mapped = self._open_new(start)
+        try:
+            mapped.reserve(min(self.file_size, self.reserve_chunk))
+        except NoSpaceError:
+            mapped.file.close()
+            self.fs.remove(mapped.file.path)
+            raise
+        self._prepared.append(mapped)
+        return mapped
+
+    def _discard_prepared(self) -> None:
+        """Close and remove the files made ahead (they hold nothing)."""
+        prepared, self._prepared = self._prepared, []
+        for mapped in prepared:
+            mapped.file.close()
+            self.fs.remove(mapped.file.path)
 
     def writable_file(self, start_if_empty: int = 0) -> MappedFile:
         """The file new bytes go to: the last one, or a new one after it when full."""
@@ -155,18 +239,27 @@ class MappedFileQueue:
         return self.min_offset if last is None else last.start_offset + last.flushed_position
 
     def set_end(self, offset: int) -> int:
-        """Make `offset` the end of the log: later files are deleted and bytes
-        past it zeroed, so a later recovery scan cannot mistake old bytes for
-        records. Returns how many non-zero bytes were cleared."""
+        """Make `offset` the end of the log: bytes past it are zeroed, so a
+        later recovery scan cannot mistake old bytes for records, and later
+        files are kept aside, zeroed, as the next ones to write (their blocks
+        are reused: on a full disk there may be no others), or deleted when
+        nothing is left before them. Returns how many non-zero bytes were cleared."""
         cleared = 0
         with self._lock:
             keep = [f for f in self.files if f.start_offset <= offset]
             drop = [f for f in self.files if f.start_offset > offset]
             self.files = keep
         for mapped in drop:
-            cleared += self._count_nonzero(mapped, 0)
-            mapped.file.close()
-            self.fs.remove(mapped.file.path)
+            if keep:
+                cleared += self._zero_from(mapped, 0)
+                mapped.wrote_position = mapped.flushed_position = 0
+            else:
+                cleared += self._count_nonzero(mapped, 0)
+                mapped.file.close()
+                self.fs.remove(mapped.file.path)
+        if keep and drop:
+            self._discard_prepared()
+            self._prepared = drop
         for mapped in keep:
             if mapped.start_offset + mapped.size <= offset:
                 mapped.wrote_position = mapped.flushed_position = mapped.size
@@ -184,28 +277,23 @@ class MappedFileQueue:
             mapped.wrote_position = mapped.flushed_position = position
 
     def _count_nonzero(self, mapped: MappedFile, pos: int) -> int:
-        size = mapped.size
         total = 0
-        while pos < size:
-            n = min(len(ZERO_CHUNK), size - pos)
-            chunk = mapped.file.view(pos, n).tobytes()
-            if chunk != ZERO_CHUNK[:n]:
-                total += n - chunk.count(0)
-            pos += n
+        for _, chunk in _data_chunks(mapped.file, pos):
+            if chunk != ZERO_CHUNK[: len(chunk)]:
+                total += len(chunk) - chunk.count(0)
         return total
 
     def _zero_from(self, mapped: MappedFile, pos: int) -> int:
-        size = mapped.size
+        """Zero the non-zero bytes from `pos` on, a page at a time: only pages
+        that hold data are read or written, and those have their blocks, so
+        this works on a full disk and never fills the holes of a sparse file."""
         cleared = 0
         wrote = False
-        while pos < size:
-            n = min(len(ZERO_CHUNK), size - pos)
-            chunk = mapped.file.view(pos, n).tobytes()
-            if chunk != ZERO_CHUNK[:n]:
-                cleared += n - chunk.count(0)
-                mapped.file.write(pos, ZERO_CHUNK[:n])
+        for chunk_pos, chunk in _data_chunks(mapped.file, pos):
+            if chunk != ZERO_CHUNK[: len(chunk)]:
+                cleared += len(chunk) - chunk.count(0)
+                _zero_pages(mapped.file, chunk_pos, chunk)
                 wrote = True
-            pos += n
         if wrote:
             mapped.file.sync()
         return cleared
@@ -233,6 +321,7 @@ class MappedFileQueue:
         return mapped.file.path
 
     def destroy(self) -> None:
+        self._discard_prepared()
         with self._lock:
             files, self.files = self.files, []
         for mapped in files:
@@ -240,10 +329,40 @@ class MappedFileQueue:
             self.fs.remove(mapped.file.path)
 
     def close(self) -> None:
+        self._discard_prepared()
         with self._lock:
             files = list(self.files)
         for mapped in files:
             mapped.file.close()
+
+
+def data_prefix_end(file: StoreFile) -> int:
+    """Where the file's first hole starts (its size when it has none): bytes
+    before it may be read through the mapping, from there on only zeros."""
+    ranges = file.data_ranges(0, file.size)
+    if not ranges or ranges[0][0] != 0:
+        return 0
+    return ranges[0][1]
+
+
+def _data_chunks(file: StoreFile, pos: int) -> Iterator[tuple[int, bytes]]:
+    """(position, bytes) of the file from `pos` on, up to 1 MiB at a time,
+    holes left out (they read as zeros and must not be touched)."""
+    for start, end in file.data_ranges(pos, file.size):
+        while start < end:
+            n = min(len(ZERO_CHUNK), end - start)
+            yield start, file.view(start, n).tobytes()
+            start += n
+
+
+def _zero_pages(file: StoreFile, pos: int, chunk: bytes) -> None:
+    """Write zeros over the pages of `chunk` (read at `pos`) that are not zero."""
+    start = 0
+    while start < len(chunk):
+        stop = min(len(chunk), start + PAGE_SIZE - (pos + start) % PAGE_SIZE)
+        if chunk.count(0, start, stop) != stop - start:
+            file.write(pos + start, ZERO_CHUNK[: stop - start])
+        start = stop
 
 
 class StoreCorruptedError(RuntimeError):

@@ -46,6 +46,16 @@ class ReadOnlyFile:
     def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         raise ReadOnlyStoreError(f"{self._path} is open read-only")
 
+    @property
+    def reserved(self) -> int:
+        return 0
+
+    def reserve(self, end: int, ahead_to: int = 0) -> None:
+        raise ReadOnlyStoreError(f"{self._path} is open read-only")
+
+    def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        return [(start, min(end, self._length))] if start < min(end, self._length) else []
+
     def view(self, pos: int, length: int) -> memoryview:
         end = pos + length
         if end <= self._length:

@@ -3,8 +3,9 @@
 RocketMQ's rule: a file expires `fileReservedTime` (72 h) after it was last
 written. Expired files are deleted at the configured hour (`deleteWhen`, 04)
 or at any hour once the disk is fuller than `diskMaxUsedSpaceRatio` (75 %).
-Above the force ratio (85 %) the oldest files go even if not expired. Files
-go oldest first, at most a batch per run, and never the newest (written) one.
+Above the force ratio (85 %) the oldest files go even if not expired, unless
+forced cleaning is off (`cleanFileForciblyEnable`). Files go oldest first, at
+most a batch per run, and never the newest (written) one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class RetentionPolicy:
     disk_max_used_ratio: float = 0.75
     disk_force_clean_ratio: float = 0.85
     max_files_per_run: int = 10
+    clean_forcibly: bool = True
+    """RocketMQ's cleanFileForciblyEnable: off, only expired files are deleted."""
 
 
 def select_files_to_delete(
@@ -38,16 +41,32 @@ def select_files_to_delete(
     manual: bool = False,
 ) -> int:
     """How many of the oldest `files` (sorted by start offset) to delete now."""
+    return len(
+        select_deletions(files, now_ms, policy, hour=hour, disk_ratio=disk_ratio, manual=manual)
+    )
+
+
+def select_deletions(
+    files: Sequence[CommitLogFile],
+    now_ms: int,
+    policy: RetentionPolicy,
+    *,
+    hour: int,
+    disk_ratio: float,
+    manual: bool = False,
+) -> list[bool]:
+    """For each of the oldest `files` to delete now, in order, whether it is
+    forced: deleted before it expired, because the disk is that full."""
     time_up = hour in policy.delete_hours
     space_full = disk_ratio >= policy.disk_max_used_ratio
-    force = disk_ratio >= policy.disk_force_clean_ratio
+    force = policy.clean_forcibly and disk_ratio >= policy.disk_force_clean_ratio
     if not (time_up or space_full or manual):
-        return 0
+        return []
     deletable = files[:-1]
-    count = 0
+    forced: list[bool] = []
     for item in deletable[: policy.max_files_per_run]:
         expired = item.last_modified_ms + policy.reserved_ms <= now_ms
         if not (expired or force):
             break
-        count += 1
-    return count
+        forced.append(not expired)
+    return forced

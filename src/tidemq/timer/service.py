@@ -50,6 +50,7 @@ from pathlib import Path
 from tidemq.broker.schedule import edit_properties
 from tidemq.common import properties as props
 from tidemq.common.clock import Clock
+from tidemq.common.failure_log import FailureEpisode
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.message_codec import peek_header, peek_properties
@@ -503,15 +504,17 @@ class TimerService:
 
     async def _dispatch_loop(self) -> None:
         settings = self.settings
+        episode = FailureEpisode(log, "timer: loading a timer file")
         while self._running:
             self._counters["dispatch_passes"] += 1
             now = self.clock.now_ms()
             try:
                 self._load_due(now)
             except Exception:
-                log.exception("timer: loading a timer file failed; retrying")
+                episode.failed()
                 await asyncio.sleep(settings.failure_backoff_s)
                 continue
+            episode.succeeded()
             due = self._wheel.pop_due(now, settings.put_chunk)
             if due:
                 last = due[-1]
@@ -689,6 +692,7 @@ class TimerService:
 
     async def _checkpoint_loop(self) -> None:
         interval = self.settings.checkpoint_interval_s
+        episode = FailureEpisode(log, "timer: checkpoint")
         while self._running:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
@@ -698,7 +702,9 @@ class TimerService:
             try:
                 await self._checkpoint()
             except Exception:
-                log.exception("timer: checkpoint failed; retrying")
+                episode.failed()
+                continue
+            episode.succeeded()
 
     async def _checkpoint(self) -> None:
         async with self._checkpoint_lock:

@@ -23,6 +23,12 @@ bounded: once it holds more than ``max_write_buffer`` bytes (the peer stopped
 reading) the connection is aborted. A malformed or oversized frame aborts the
 connection too; nothing else is affected.
 
+On a server, a connection also counts against the server's ``FrameBudget``
+(frame_budget.py): an incomplete frame that spans reads reserves its whole
+size, and the connection stops reading while its frame does not fit. It
+notes whether any traffic passed either way, and how old its incomplete
+frame is, for the server's sweep (idle and slow-frame limits, server.py).
+
 Handler tasks belong to the ``TaskSet`` of the owner (server or client), not
 to the connection: when the peer goes away, running handlers finish (their
 answers are dropped) and the owner cancels whatever is left when it stops.
@@ -49,6 +55,7 @@ from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.frame import MAX_FRAME_SIZE
 
 from .errors import RemotingClosedError, RemotingTimeoutError
+from .frame_budget import FrameAllowance, FrameBudget
 
 logger = logging.getLogger("tidemq.transport")
 
@@ -92,6 +99,7 @@ class Connection(asyncio.Protocol):
         on_open: Callable[[Connection], None] | None = None,
         on_close: Callable[[Connection], None] | None = None,
         name: str = "remoting",
+        frame_budget: FrameBudget | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
@@ -117,6 +125,10 @@ class Connection(asyncio.Protocol):
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lost: asyncio.Future[None] | None = None
+        self._frame_budget = frame_budget
+        self._allowance: FrameAllowance | None = None
+        self._traffic = False
+        self._quiet_since = 0.0
 
     def __repr__(self) -> str:
         host, port = self.remote
@@ -138,6 +150,38 @@ class Connection(asyncio.Protocol):
     def pending(self) -> int:
         """Requests to the peer still waiting for their response."""
         return len(self._pending)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and held for a frame not complete yet."""
+        return self._decoder.buffered
+
+    def quiet_for(self, now: float) -> float:
+        """Seconds without traffic either way, as seen by the calls to this.
+
+        Reads and writes only set a flag (no clock read per read); each call
+        turns a set flag into "traffic at `now`". Called once per sweep, it
+        is late by at most one sweep interval, never early.
+        """
+        if self._traffic:
+            self._traffic = False
+            self._quiet_since = now
+        return max(0.0, now - self._quiet_since)
+
+    def frame_age(self, now: float) -> float | None:
+        """Seconds since the incomplete frame started (or got its budget); None: none."""
+        allowance = self._allowance
+        if allowance is None or allowance.waiting_since is not None:
+            return None
+        since = allowance.frame_since
+        return None if since is None else now - since
+
+    def budget_wait(self, now: float) -> float | None:
+        """Seconds this connection has been paused for frame budget; None: it reads."""
+        allowance = self._allowance
+        if allowance is None or allowance.waiting_since is None:
+            return None
+        return now - allowance.waiting_since
 
     def send(self, command: RemotingCommand) -> None:
         """Queue one frame as is (a response or a oneway push); dropped if closed.
@@ -224,6 +268,14 @@ class Connection(asyncio.Protocol):
         self._transport = transport
         self._loop = asyncio.get_running_loop()
         self._lost = self._loop.create_future()
+        self._quiet_since = self._loop.time()
+        if self._frame_budget is not None:
+            self._allowance = FrameAllowance(
+                self._frame_budget,
+                pause=transport.pause_reading,
+                resume=self._resume_reading,
+                clock=self._loop.time,
+            )
         self.remote = _address(transport.get_extra_info("peername"))
         self.local = _address(transport.get_extra_info("sockname"))
         logger.debug("%s: %r opened", self._name, self)
@@ -245,6 +297,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
+        self._traffic = True
         try:
             commands = self._decoder.feed(data)
         except ProtocolError as exc:
@@ -256,6 +309,21 @@ class Connection(asyncio.Protocol):
                 self._complete(command)
             else:
                 self._dispatch(command)
+        allowance = self._allowance
+        if allowance is not None:
+            pending = self._decoder.pending_frame_size
+            if (pending or allowance.frame_since is not None) and not allowance.after_read(
+                pending, bool(commands)
+            ):
+                logger.warning(
+                    "%s: %r sends a frame of %d bytes, more than the whole frame buffer "
+                    "budget (%d bytes); closing it",
+                    self._name,
+                    self,
+                    pending,
+                    self._frame_budget.limit if self._frame_budget else 0,
+                )
+                self.abort()
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
@@ -268,6 +336,11 @@ class Connection(asyncio.Protocol):
         self._writing_paused = False
 
     # --- internals -------------------------------------------------------------
+
+    def _resume_reading(self) -> None:
+        transport = self._transport
+        if transport is not None and not self._closed:
+            transport.resume_reading()
 
     def _write(self, data: bytes) -> None:
         # Frames written during one event-loop pass go out in one writelines call
@@ -285,6 +358,7 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if not outbox or transport is None or transport.is_closing():
             return
+        self._traffic = True
         if len(outbox) == 1:
             transport.write(outbox[0])
         else:
@@ -308,6 +382,8 @@ class Connection(asyncio.Protocol):
         if self._closed:
             return False
         self._closed = True
+        if self._allowance is not None:
+            self._allowance.close()
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():

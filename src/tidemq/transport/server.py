@@ -6,6 +6,14 @@ answered REQUEST_CODE_NOT_SUPPORTED with Java's remark
 (concurrency, SYSTEM_BUSY bound, error mapping, bad frames) is described in
 connection.py.
 
+Bounds beyond one connection: connections are accepted by acceptor.py (a
+pause and one log line per ``report_interval_s`` when file descriptors run
+out); the bytes held for frames still arriving share one ``FrameBudget``
+(frame_budget.py); one owned sweep task, every ``sweep_interval_s``, closes
+connections quiet for ``max_idle_s`` (Java's 120 s), with a frame older than
+``frame_timeout_s``, or paused for budget longer than that (housekeeping.py).
+Time is the event loop's clock; tests shorten the limits.
+
 Shutdown order (``stop``): stop listening; answer new requests SYSTEM_BUSY
 while the handlers already running get up to ``grace`` seconds to finish;
 cancel the rest; close every connection (flushing, aborting any that do not
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Callable, Mapping
 
 from tidemq.common.tasks import TaskSet
@@ -24,6 +33,7 @@ from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.frame import MAX_FRAME_SIZE
 
+from .acceptor import ACCEPT_RETRY_S, REPORT_INTERVAL_S, Acceptor, listening_sockets
 from .connection import (
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_WRITE_BUFFER,
@@ -31,12 +41,20 @@ from .connection import (
     Handler,
     close_connections,
 )
+from .frame_budget import DEFAULT_FRAME_BUDGET, DEFAULT_FRAME_TIMEOUT_S, FrameBudget
+from .housekeeping import Verdict, verdict
 
-__all__ = ["Handler", "RemotingServer", "not_supported"]
+__all__ = ["DEFAULT_MAX_IDLE_S", "Handler", "RemotingServer", "not_supported"]
 
 logger = logging.getLogger("tidemq.transport")
 
 _CLOSE_TIMEOUT = 1.0
+DEFAULT_MAX_IDLE_S = 120.0
+"""Java's NettyServerConfig.serverChannelMaxIdleTimeSeconds."""
+DEFAULT_SWEEP_INTERVAL_S = 1.0
+DEFAULT_BACKLOG = 1024
+"""Java's NettySystemConfig.socketBacklog (asyncio's default is 100)."""
+_SHOWN_PEERS = 3
 
 
 def not_supported(request: RemotingCommand) -> RemotingCommand:
@@ -62,9 +80,18 @@ class RemotingServer:
         on_close: Callable[[Connection], None] | None = None,
         max_frame_size: int = MAX_FRAME_SIZE,
         max_write_buffer: int = DEFAULT_MAX_WRITE_BUFFER,
+        max_idle_s: float | None = DEFAULT_MAX_IDLE_S,
+        frame_budget_bytes: int = DEFAULT_FRAME_BUDGET,
+        frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S,
+        sweep_interval_s: float = DEFAULT_SWEEP_INTERVAL_S,
+        backlog: int = DEFAULT_BACKLOG,
+        accept_retry_s: float = ACCEPT_RETRY_S,
+        report_interval_s: float = REPORT_INTERVAL_S,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
+        if frame_timeout_s <= 0 or sweep_interval_s <= 0:
+            raise ValueError("frame_timeout_s and sweep_interval_s must be positive")
         self.name = name
         self._handlers: dict[int, Handler] = dict(handlers)
         self._host = host
@@ -73,10 +100,21 @@ class RemotingServer:
         self._on_close = on_close
         self._max_frame_size = max_frame_size
         self._max_write_buffer = max_write_buffer
+        self.max_idle_s = max_idle_s
+        """Close connections quiet this long; None or 0: never."""
+        self.frame_timeout_s = frame_timeout_s
+        self.frame_budget = FrameBudget(frame_budget_bytes)
+        self._sweep_interval_s = sweep_interval_s
+        self._backlog = backlog
+        self._accept_retry_s = accept_retry_s
+        self._report_interval_s = report_interval_s
         self._tasks = TaskSet(name)
+        self._accepts = TaskSet(f"{name}-accept")
+        self._acceptors: list[Acceptor] = []
+        self._sweeper: asyncio.Task[None] | None = None
         self._connections: set[Connection] = set()
-        self._server: asyncio.Server | None = None
         self._port: int | None = None
+        self._started = False
         self._stopping = False
         self._stopped = False
 
@@ -104,14 +142,32 @@ class RemotingServer:
         """Handler tasks still running, over all connections."""
         return len(self._tasks)
 
+    @property
+    def accept_failures(self) -> int:
+        """Accepts that failed (out of file descriptors, ...) since start."""
+        return sum(acceptor.failures for acceptor in self._acceptors)
+
     async def start(self) -> None:
-        if self._server is not None or self._stopping:
+        if self._started or self._stopping:
             raise RuntimeError(f"{self!r} was already started")
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_connection, self._host, self._requested_port
+        self._started = True
+        sockets = await listening_sockets(self._host, self._requested_port, self._backlog)
+        self._acceptors = [
+            Acceptor(
+                sock,
+                self._accepted,
+                name=self.name,
+                retry_s=self._accept_retry_s,
+                report_interval_s=self._report_interval_s,
+            )
+            for sock in sockets
+        ]
+        for acceptor in self._acceptors:
+            acceptor.start()
+        self._port = self._acceptors[0].address[1]
+        self._sweeper = asyncio.get_running_loop().create_task(
+            self._sweep_forever(), name=f"{self.name}-sweep"
         )
-        self._port = int(self._server.sockets[0].getsockname()[1])
         logger.info("%s: listening on %s:%d", self.name, self._host, self._port)
 
     async def stop(self, grace: float = 5.0) -> None:
@@ -119,9 +175,13 @@ class RemotingServer:
         if self._stopping:
             return
         self._stopping = True
-        server = self._server
-        if server is not None:
-            server.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.cancel()
+            await asyncio.gather(sweeper, return_exceptions=True)
+        await self._accepts.cancel_all()
         if not await self._tasks.wait(grace):
             logger.warning(
                 "%s: %d handler(s) still running after %gs grace, cancelling",
@@ -131,12 +191,87 @@ class RemotingServer:
             )
         await self._tasks.cancel_all()
         await close_connections(list(self._connections), _CLOSE_TIMEOUT)
-        if server is not None:
-            await server.wait_closed()
         self._stopped = True
         logger.info("%s: stopped", self.name)
 
+    def sweep(self, now: float) -> dict[Verdict, list[Connection]]:
+        """Close the connections the limits condemn at `now` (loop time); return them."""
+        closed: dict[Verdict, list[Connection]] = {}
+        for connection in list(self._connections):
+            found = verdict(
+                quiet_s=connection.quiet_for(now),
+                busy=connection.in_flight > 0,
+                frame_age_s=connection.frame_age(now),
+                waited_s=connection.budget_wait(now),
+                max_idle_s=self.max_idle_s,
+                frame_timeout_s=self.frame_timeout_s,
+            )
+            if found is None:
+                continue
+            closed.setdefault(found, []).append(connection)
+            if found is Verdict.IDLE:
+                connection.close()
+            else:
+                connection.abort()  # a half frame is not worth flushing answers for
+        for found, connections in closed.items():
+            self._log_closed(found, connections)
+        for acceptor in self._acceptors:
+            acceptor.report()
+        return closed
+
     # --- internals -------------------------------------------------------------
+
+    async def _sweep_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self._sweep_interval_s)
+            try:
+                self.sweep(loop.time())
+            except Exception:  # one bad sweep must not end the sweeping
+                logger.exception("%s: connection sweep failed", self.name)
+
+    def _log_closed(self, found: Verdict, connections: list[Connection]) -> None:
+        peers = ", ".join(f"{c.remote[0]}:{c.remote[1]}" for c in connections[:_SHOWN_PEERS])
+        more = len(connections) - _SHOWN_PEERS
+        shown = peers + (f" and {more} more" if more > 0 else "")
+        if found is Verdict.IDLE:
+            logger.info(
+                "%s: closed %d connection(s) idle for %gs (%s): %s",
+                self.name,
+                len(connections),
+                self.max_idle_s,
+                found.value,
+                shown,
+            )
+            return
+        budget = self.frame_budget
+        logger.warning(
+            "%s: closed %d connection(s): %s within %gs (frame buffer budget: %d of %d "
+            "bytes reserved, %d connection(s) waiting): %s",
+            self.name,
+            len(connections),
+            found.value,
+            self.frame_timeout_s,
+            budget.reserved,
+            budget.limit,
+            budget.waiting,
+            shown,
+        )
+
+    def _accepted(self, sock: socket.socket) -> None:
+        if self._stopping:
+            sock.close()
+            return
+        self._accepts.spawn(self._adopt(sock))
+
+    async def _adopt(self, sock: socket.socket) -> None:
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(self._new_connection, sock)
+        except BaseException as exc:
+            sock.close()
+            if not isinstance(exc, Exception):
+                raise
+            logger.debug("%s: could not set up an accepted connection: %s", self.name, exc)
 
     def _new_connection(self) -> Connection:
         return Connection(
@@ -148,6 +283,7 @@ class RemotingServer:
             on_open=self._connection_opened,
             on_close=self._connection_closed,
             name=self.name,
+            frame_budget=self.frame_budget,
         )
 
     def _connection_opened(self, connection: Connection) -> None:

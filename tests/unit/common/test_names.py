@@ -24,9 +24,7 @@ names = st.text(max_size=300) | st.text(alphabet="%|aZ09_-./ \x00", max_size=300
 @given(names)
 def test_topic_rule_is_javas(name: str) -> None:
     limit = (
-        RETRY_OR_DLQ_TOPIC_MAX_LENGTH
-        if name.startswith(("%RETRY%", "%DLQ%"))
-        else TOPIC_MAX_LENGTH
+        RETRY_OR_DLQ_TOPIC_MAX_LENGTH if name.startswith(("%RETRY%", "%DLQ%")) else TOPIC_MAX_LENGTH
     )
     valid = JAVA_PATTERN.fullmatch(name) is not None and len(name) <= limit
     assert (validate_topic_name(name) is None) == valid

@@ -196,3 +196,28 @@ def test_random_bytes_decode_or_raise_protocol_error(data: bytes, chunk: int) ->
     except ProtocolError:
         return
     assert decoder.buffered <= len(data)
+
+
+@settings(max_examples=150, deadline=None)
+@given(frames=frames_strategy, cuts=st.lists(st.integers(min_value=0, max_value=4000)))
+def test_pending_frame_size_is_the_whole_size_of_the_frame_held_back(
+    frames: list[Frame], cuts: list[int]
+) -> None:
+    encoded = [encode_frame(f.serialize_type, f.header, f.body) for f in frames]
+    starts = {sum(len(e) for e in encoded[:i]): len(encoded[i]) for i in range(len(encoded))}
+    stream = b"".join(encoded)
+    points = sorted({0, len(stream), *(cut for cut in cuts if cut < len(stream))})
+    decoder = FrameDecoder()
+    for start, end in pairwise(points):
+        decoder.feed(stream[start:end])
+        held = decoder.buffered
+        expected = 0 if held == 0 else held if held < 4 else starts[end - held]
+        assert decoder.pending_frame_size == expected
+        assert held <= decoder.pending_frame_size
+
+
+def test_pending_frame_size_of_a_declared_maximal_frame() -> None:
+    decoder = FrameDecoder()
+    decoder.feed(struct.pack(">iI", MAX_FRAME_SIZE, 10) + b"x" * 100)
+    assert decoder.pending_frame_size == 4 + MAX_FRAME_SIZE
+    assert decoder.buffered == 108

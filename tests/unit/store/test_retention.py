@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tidemq.common.clock import ManualClock
 from tidemq.store.api import GetStatus
 from tidemq.store.file_store import FileMessageStore
-from tidemq.store.retention import CommitLogFile, RetentionPolicy, select_files_to_delete
+from tidemq.store.retention import (
+    CommitLogFile,
+    RetentionPolicy,
+    select_deletions,
+    select_files_to_delete,
+)
 from tidemq.testing.stores import make_message, small_config
 
 HOUR = 3_600_000
@@ -84,5 +91,91 @@ def test_store_deletes_expired_files_and_what_points_into_them(tmp_path: Path) -
         assert store.get_messages("g", "T", 0, min_offset, 32).status is GetStatus.FOUND
         assert store.query_by_key("T", "k0", 1).physical_offsets == []
         assert store.query_by_key("T", "k399", 1).physical_offsets
+    finally:
+        store.close()
+
+
+@given(files_strategy, st.integers(0, 23), st.floats(0, 1), st.booleans(), st.booleans())
+def test_deletions_are_forced_exactly_when_not_expired(
+    files: list[CommitLogFile], hour: int, ratio: float, manual: bool, forcibly: bool
+) -> None:
+    policy = RetentionPolicy(clean_forcibly=forcibly)
+    forced = select_deletions(files, NOW, policy, hour=hour, disk_ratio=ratio, manual=manual)
+
+    assert len(forced) == select_files_to_delete(
+        files, NOW, policy, hour=hour, disk_ratio=ratio, manual=manual
+    )
+    for item, was_forced in zip(files, forced, strict=False):
+        assert was_forced == (item.last_modified_ms + policy.reserved_ms > NOW)
+    if not forcibly or ratio < policy.disk_force_clean_ratio:
+        assert not any(forced)
+
+
+def fill_two_topics(store: FileMessageStore) -> None:
+    for i in range(300):
+        topic = "T" if i % 3 else "U"
+        message = make_message(topic, bytes(2000), queue_id=i % 2, keys=f"k{i}")
+        assert store.put_messages_blocking([message]).ok
+
+
+def test_forced_deletion_is_a_warning_naming_what_it_took_and_is_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = ManualClock()
+    ratio = [0.5]
+    config = small_config(tmp_path, consumequeue_entries_per_file=32)
+    store = FileMessageStore(config, clock=clock, disk_usage=lambda _: ratio[0])
+    store.open()
+    try:
+        fill_two_topics(store)
+        assert len(store.commitlog.log.files) >= 3  # none expired: written just now
+        caplog.set_level(logging.INFO, logger="tidemq.store")
+
+        ratio[0] = 0.87  # above the force ratio (0.85)
+        removed = store.run_retention()
+
+        commitlog_removed = [p for p in removed if "commitlog" in str(p)]
+        assert commitlog_removed
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        forced = [w for w in warnings if "had not expired" in w]
+        assert len(forced) == 1
+        lost = 0
+        for topic, queue_id in [("T", 0), ("T", 1), ("U", 0), ("U", 1)]:
+            first = store.min_offset(topic, queue_id)
+            assert first > 0
+            assert f"{topic}/{queue_id} [0, {first})" in forced[0]
+            lost += first
+        assert f"{lost} messages are gone" in forced[0] and "87%" in forced[0]
+        counters = store.retention
+        assert counters.forced_files == len(commitlog_removed) == counters.deleted_files
+        assert counters.forced_messages == lost
+        info = store.runtime_info()
+        assert info["tidemqForcedDeletedFiles"] == str(len(commitlog_removed))
+        assert info["tidemqForcedDeletedMessages"] == str(lost)
+        assert info["commitLogDiskRatio"] == "0.87"
+    finally:
+        store.close()
+
+
+def test_expired_deletions_are_not_forced_and_forced_cleaning_can_be_off(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = ManualClock()
+    ratio = [0.87]
+    config = small_config(tmp_path, consumequeue_entries_per_file=32, clean_file_forcibly=False)
+    store = FileMessageStore(config, clock=clock, disk_usage=lambda _: ratio[0])
+    store.open()
+    try:
+        fill_two_topics(store)
+        caplog.set_level(logging.INFO, logger="tidemq.store")
+        assert store.run_retention() == []  # nothing expired, forced cleaning off
+
+        old = (clock.now_ms() - 80 * HOUR) / 1000
+        for mapped in store.commitlog.log.files[:-1]:
+            os.utime(mapped.file.path, (old, old))
+        assert store.run_retention()
+        assert store.retention.forced_files == 0 and store.retention.deleted_files > 0
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert any("retention deleted" in r.getMessage() for r in caplog.records)
     finally:
         store.close()
