@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tidemq.broker.topics import DataVersion, parse_table, read_json_file
-from tidemq.common.atomic_file import write_json_atomically
+from tidemq.broker.topics import DataVersion, PersistedTable, parse_table, read_json_file
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.names import validate_group_name
 
@@ -152,7 +151,7 @@ class GroupError(Exception):
     """A group operation was refused; `str()` is the remark for the client."""
 
 
-class SubscriptionGroupManager:
+class SubscriptionGroupManager(PersistedTable):
     """The broker's subscription group table. Use from the event loop only."""
 
     def __init__(
@@ -198,21 +197,6 @@ class SubscriptionGroupManager:
             "forbiddenTable": self._forbidden,
             "dataVersion": self.data_version.to_json(),
         }
-
-    def persist(self) -> None:
-        write_json_atomically(self.path, self.serialize())
-        self.unsaved = False
-
-    def _persist_or_defer(self) -> None:
-        """Write the table; on a full disk keep the change in memory (logged)
-        for the broker's periodic persist to write, so the request that
-        changed it does not fail."""
-        try:
-            self.persist()
-        except OSError as exc:
-            if not self.unsaved:
-                log.warning("cannot write %s (%s); it is written again later", self.path, exc)
-            self.unsaved = True
 
     def _changed(self) -> None:
         self.data_version.next_version(self.clock.now_ms())

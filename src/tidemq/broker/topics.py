@@ -262,7 +262,33 @@ class TopicError(Exception):
     """A topic operation was refused; `str()` is the remark for the client."""
 
 
-class TopicConfigManager:
+class PersistedTable:
+    """A config table written whole to one JSON file after each change.
+
+    A change that cannot be written (a full disk) stays in memory, logged
+    once, and `unsaved` tells the broker's periodic persist to write it: the
+    request that made the change does not fail for it."""
+
+    path: Path
+    unsaved: bool = False
+
+    def serialize(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def persist(self) -> None:
+        write_json_atomically(self.path, self.serialize())
+        self.unsaved = False
+
+    def _persist_or_defer(self) -> None:
+        try:
+            self.persist()
+        except OSError as exc:
+            if not self.unsaved:
+                log.warning("cannot write %s (%s); it is written again later", self.path, exc)
+            self.unsaved = True
+
+
+class TopicConfigManager(PersistedTable):
     """The broker's topic table. Not thread-safe: use from the event loop.
 
     `on_change` is called after every change that the name servers should
@@ -326,21 +352,6 @@ class TopicConfigManager:
             nums = self.default_topic_queue_nums
             topics.append(TopicConfig(AUTO_CREATE_TOPIC_KEY, nums, nums, PERM_INHERIT | 6))
         return topics
-
-    def persist(self) -> None:
-        write_json_atomically(self.path, self.serialize())
-        self.unsaved = False
-
-    def _persist_or_defer(self) -> None:
-        """Write the table; on a full disk keep the change in memory (logged)
-        for the broker's periodic persist to write, so the request that
-        changed it does not fail."""
-        try:
-            self.persist()
-        except OSError as exc:
-            if not self.unsaved:
-                log.warning("cannot write %s (%s); it is written again later", self.path, exc)
-            self.unsaved = True
 
     def serialize(self) -> dict[str, Any]:
         """The TopicConfigSerializeWrapper JSON (file, registration, admin)."""

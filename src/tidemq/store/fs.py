@@ -97,7 +97,7 @@ class FileSystem(Protocol):
         ...
 
 
-class _FixedSizeFile:
+class FixedSizeFile:
     """What both file kinds share: a path, a fixed size, bounds on writes, and
     which of its bytes have blocks (a prefix, grown by `reserve`)."""
 
@@ -164,7 +164,7 @@ _MADV_POPULATE_WRITE = 23
 _FALLOCATE_UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 
 
-class MmapFile(_FixedSizeFile):
+class MmapFile(FixedSizeFile):
     """A file mapped shared into memory: reads are zero-copy slices. Created
     sparse; blocks are reserved with posix_fallocate before writes reach them."""
 
@@ -287,7 +287,7 @@ class CrashPlan:
     """Flip bits only in files whose path contains this (e.g. "commitlog")."""
 
 
-class SimulatedFile(_FixedSizeFile):
+class SimulatedFile(FixedSizeFile):
     """An in-memory file that knows which of its bytes are durable, and which
     have blocks (charged to its file system's capacity)."""
 

@@ -12,7 +12,7 @@ import mmap
 import os
 from pathlib import Path
 
-from tidemq.store.fs import StoreFile
+from tidemq.store.fs import FixedSizeFile, StoreFile
 from tidemq.store.lock import StoreLock
 
 
@@ -20,12 +20,11 @@ class ReadOnlyStoreError(PermissionError):
     """Something tried to change a store opened read-only."""
 
 
-class ReadOnlyFile:
+class ReadOnlyFile(FixedSizeFile):
     """A fixed-size store file mapped for reading; bytes past its end read as zeros."""
 
     def __init__(self, path: Path, size: int) -> None:
-        self._path = path
-        self._size = size
+        super().__init__(path, size)
         fd = os.open(path, os.O_RDONLY)
         try:
             length = min(os.fstat(fd).st_size, size)
@@ -35,20 +34,8 @@ class ReadOnlyFile:
         self._length = length
         self._view = memoryview(self._mmap) if self._mmap is not None else memoryview(b"")
 
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    @property
-    def size(self) -> int:
-        return self._size
-
     def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         raise ReadOnlyStoreError(f"{self._path} is open read-only")
-
-    @property
-    def reserved(self) -> int:
-        return 0
 
     def reserve(self, end: int, ahead_to: int = 0) -> None:
         raise ReadOnlyStoreError(f"{self._path} is open read-only")

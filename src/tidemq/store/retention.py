@@ -31,21 +31,6 @@ class RetentionPolicy:
     """RocketMQ's cleanFileForciblyEnable: off, only expired files are deleted."""
 
 
-def select_files_to_delete(
-    files: Sequence[CommitLogFile],
-    now_ms: int,
-    policy: RetentionPolicy,
-    *,
-    hour: int,
-    disk_ratio: float,
-    manual: bool = False,
-) -> int:
-    """How many of the oldest `files` (sorted by start offset) to delete now."""
-    return len(
-        select_deletions(files, now_ms, policy, hour=hour, disk_ratio=disk_ratio, manual=manual)
-    )
-
-
 def select_deletions(
     files: Sequence[CommitLogFile],
     now_ms: int,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -17,7 +18,6 @@ from tidemq.store.retention import (
     CommitLogFile,
     RetentionPolicy,
     select_deletions,
-    select_files_to_delete,
 )
 from tidemq.testing.stores import make_message, small_config
 
@@ -29,12 +29,17 @@ files_strategy = st.lists(st.integers(0, 200), min_size=0, max_size=30).map(
 )
 
 
+def count_deletions(*args: Any, **kwargs: Any) -> int:
+    """How many of the oldest files go now."""
+    return len(select_deletions(*args, **kwargs))
+
+
 @given(files_strategy, st.integers(0, 23), st.floats(0, 1), st.booleans())
 def test_policy_deletes_a_prefix_of_old_files_never_the_last(
     files: list[CommitLogFile], hour: int, ratio: float, manual: bool
 ) -> None:
     policy = RetentionPolicy()
-    count = select_files_to_delete(files, NOW, policy, hour=hour, disk_ratio=ratio, manual=manual)
+    count = count_deletions(files, NOW, policy, hour=hour, disk_ratio=ratio, manual=manual)
 
     assert 0 <= count <= min(policy.max_files_per_run, max(len(files) - 1, 0))
     allowed = hour in policy.delete_hours or ratio >= policy.disk_max_used_ratio or manual
@@ -48,16 +53,16 @@ def test_policy_deletes_a_prefix_of_old_files_never_the_last(
 def test_policy_waits_for_the_hour_or_a_full_disk() -> None:
     files = [CommitLogFile(0, NOW - 100 * HOUR), CommitLogFile(1, NOW)]
     policy = RetentionPolicy()
-    assert select_files_to_delete(files, NOW, policy, hour=3, disk_ratio=0.1) == 0
-    assert select_files_to_delete(files, NOW, policy, hour=4, disk_ratio=0.1) == 1
-    assert select_files_to_delete(files, NOW, policy, hour=3, disk_ratio=0.8) == 1
+    assert count_deletions(files, NOW, policy, hour=3, disk_ratio=0.1) == 0
+    assert count_deletions(files, NOW, policy, hour=4, disk_ratio=0.1) == 1
+    assert count_deletions(files, NOW, policy, hour=3, disk_ratio=0.8) == 1
 
 
 def test_force_ratio_deletes_unexpired_files() -> None:
     files = [CommitLogFile(0, NOW), CommitLogFile(1, NOW)]
     policy = RetentionPolicy()
-    assert select_files_to_delete(files, NOW, policy, hour=3, disk_ratio=0.8) == 0
-    assert select_files_to_delete(files, NOW, policy, hour=3, disk_ratio=0.9) == 1
+    assert count_deletions(files, NOW, policy, hour=3, disk_ratio=0.8) == 0
+    assert count_deletions(files, NOW, policy, hour=3, disk_ratio=0.9) == 1
 
 
 def test_store_deletes_expired_files_and_what_points_into_them(tmp_path: Path) -> None:
@@ -102,7 +107,7 @@ def test_deletions_are_forced_exactly_when_not_expired(
     policy = RetentionPolicy(clean_forcibly=forcibly)
     forced = select_deletions(files, NOW, policy, hour=hour, disk_ratio=ratio, manual=manual)
 
-    assert len(forced) == select_files_to_delete(
+    assert len(forced) == count_deletions(
         files, NOW, policy, hour=hour, disk_ratio=ratio, manual=manual
     )
     for item, was_forced in zip(files, forced, strict=False):
