@@ -300,6 +300,7 @@ def test_forced_retention_is_logged_counted_and_shown_by_cluster_list(
         row = poll(forced, "a forced deletion in cluster list", deadline_s=60)
         assert 0.6 <= row["disk_ratio"] <= 1.0
         assert row["disk_full"] is False
+        assert row["flush_trouble"] is None  # forced deletion is no flush trouble
         assert row["forced_deleted_messages"] > 0
         assert row["runtime"]["commitLogDiskRatio"] == str(row["disk_ratio"])
         log = server.stderr()

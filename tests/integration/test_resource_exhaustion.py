@@ -29,7 +29,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+import grpc
 import pytest
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc
 
 from tidemq import Producer, make_message
 from tidemq.client.errors import ClientError
@@ -180,6 +184,30 @@ def test_idle_connections_are_closed(tmp_path: Path) -> None:
                 assert time.monotonic() - started >= 1.5
             # the producer's own connection went idle too: the next send reconnects
             assert producer.send(make_message("IdleTopic", b"second")).status == "SEND_OK"
+        assert server.popen.poll() is None
+
+
+async def grpc_channel_goes_idle(endpoint: str) -> float:
+    """Seconds from a finished RPC until the server ends the idle connection
+    (GOAWAY: the channel leaves READY); a new RPC still works after it."""
+    async with grpc.aio.insecure_channel(endpoint) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        request = spb.QueryRouteRequest(topic=pb.Resource(name="IdleTopic"))
+        await stub.QueryRoute(request, timeout=10)
+        assert channel.get_state() is grpc.ChannelConnectivity.READY
+        started = time.monotonic()
+        await asyncio.wait_for(
+            channel.wait_for_state_change(grpc.ChannelConnectivity.READY), timeout=30
+        )
+        idle_after = time.monotonic() - started
+        answer = await stub.QueryRoute(request, timeout=10)
+        assert answer.status.code == pb.Code.TOPIC_NOT_FOUND  # answered: reconnected
+        return idle_after
+
+
+def test_idle_grpc_connections_are_closed(tmp_path: Path) -> None:
+    with serve(tmp_path / "data", settings={"connection_max_idle_s": 1.5}) as server:
+        assert asyncio.run(grpc_channel_goes_idle(server.grpc)) >= 1.0
         assert server.popen.poll() is None
 
 

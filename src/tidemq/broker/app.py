@@ -223,6 +223,7 @@ class Broker:
                 config.grpc_port,
                 tls_cert=config.grpc_tls_cert,
                 tls_key=config.grpc_tls_key,
+                max_idle_s=config.connection_max_idle_s,
             )
             try:
                 await self.grpc.start()

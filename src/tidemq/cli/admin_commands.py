@@ -538,6 +538,7 @@ def _disk_figures(runtime: dict[str, Any]) -> dict[str, Any]:
         "disk_full": None if full is None else full == "true",
         "forced_deleted_files": number("tidemqForcedDeletedFiles", int),
         "forced_deleted_messages": number("tidemqForcedDeletedMessages", int),
+        "flush_trouble": runtime.get("tidemqFlushTrouble") or None,
     }
 
 
@@ -545,7 +546,8 @@ def _disk_column(figures: dict[str, Any]) -> str:
     ratio = figures["disk_ratio"]
     if ratio is None:
         return "-"
-    return f"{ratio:.0%}" + (" FULL" if figures["disk_full"] else "")
+    flushing = " FLUSH FAILING" if figures["flush_trouble"] else ""
+    return f"{ratio:.0%}" + (" FULL" if figures["disk_full"] else "") + flushing
 
 
 def _forced_column(figures: dict[str, Any]) -> str:

@@ -3,7 +3,8 @@
 Plaintext (h2c, what both official clients use by default) or, given a
 certificate and key, TLS only. Inbound messages up to 130 MiB (a 4 MiB body
 plus headers must fit; the Java proxy allows as much); responses are not
-compressed (the Node client asks for identity).
+compressed (the Node client asks for identity). A connection without an
+RPC for `max_idle_s` (the broker's connection_max_idle_s, 120 s) is closed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class GrpcEndpoint:
         *,
         tls_cert: str | None = None,
         tls_key: str | None = None,
+        max_idle_s: float = 120.0,
     ) -> None:
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("TLS needs both a certificate and a key")
@@ -42,16 +44,20 @@ class GrpcEndpoint:
         self.tls = tls_cert is not None
         self._tls_files = (tls_cert, tls_key)
         self.port = 0
+        self._max_idle_ms = int(max_idle_s * 1000)
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> None:
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", MAX_INBOUND_BYTES),
-                ("grpc.max_send_message_length", MAX_INBOUND_BYTES),
-                ("grpc.so_reuseport", 0),
-            ]
-        )
+        options: list[tuple[str, int]] = [
+            ("grpc.max_receive_message_length", MAX_INBOUND_BYTES),
+            ("grpc.max_send_message_length", MAX_INBOUND_BYTES),
+            ("grpc.so_reuseport", 0),
+        ]
+        if self._max_idle_ms > 0:
+            # A connection with no RPC (a Telemetry stream counts) for this long
+            # gets a GOAWAY, as a remoting connection is closed when idle.
+            options.append(("grpc.max_connection_idle_ms", self._max_idle_ms))
+        server = grpc.aio.server(options=options)
         service_pb2_grpc.add_MessagingServiceServicer_to_server(self.servicer, server)
         address = f"{self.host}:{self._requested_port}"
         cert, key = self._tls_files

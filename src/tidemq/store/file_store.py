@@ -779,6 +779,7 @@ class FileMessageStore:
             "tidemqDeletedCommitLogFiles": str(counters.deleted_files),
             "tidemqForcedDeletedFiles": str(counters.forced_files),
             "tidemqForcedDeletedMessages": str(counters.forced_messages),
+            "tidemqFlushTrouble": _flush_state(self.flush),
         }
 
     def queues(self) -> dict[str, list[int]]:
@@ -882,6 +883,16 @@ class FileMessageStore:
 
 _LOSSES_LOGGED = 100
 """Queues named in one retention log line; the rest are counted."""
+
+
+def _flush_state(flush: FlushService) -> str:
+    """What is wrong with flushing, for people: empty when nothing is."""
+    if flush.failed is not None:
+        return f"failed, writes refused until restart: {flush.failed}"
+    trouble = flush.trouble
+    if trouble is None:
+        return ""
+    return f"{trouble.part.value} flush failing ({trouble.retries} retries): {trouble.error}"
 
 
 def _with_status(result: BatchPutResult, status: PutStatus, remark: str) -> BatchPutResult:

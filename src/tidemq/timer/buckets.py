@@ -150,6 +150,11 @@ class TimerFiles:
         new_files, self._new_files = self._new_files, False
         return dirty, new_files
 
+    def requeue_dirty(self, starts: list[int], new_files: bool) -> None:
+        """A sync of what `take_dirty` gave failed: sync those buckets next time."""
+        self._dirty.update(starts)
+        self._new_files = self._new_files or new_files
+
     def sync_now(self, starts: list[int], new_files: bool) -> None:
         """fsync those buckets (a worker thread may run this)."""
         for start in starts:

@@ -214,6 +214,12 @@ class TimerLog:
         fds = [s.fd for s in self.segments if s.start in starts and s.fd is not None]
         return fds, new_files
 
+    def requeue_unsynced(self, fds: list[int], new_files: bool) -> None:
+        """A sync of what `take_unsynced` gave failed: those segments are still
+        unsynced, so the next checkpoint must sync them again."""
+        self._unsynced |= {s.start for s in self.segments if s.fd is not None and s.fd in fds}
+        self._new_files = self._new_files or new_files
+
     def sync_now(self, fds: list[int], new_files: bool) -> None:
         for fd in fds:
             os.fsync(fd)

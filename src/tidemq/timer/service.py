@@ -723,7 +723,13 @@ class TimerService:
                 log_fds, log_new = self._log.take_unsynced()
                 dirty, files_new = self._files.take_dirty()
             if self.settings.fsync:
-                await asyncio.to_thread(self._sync, log_fds, log_new, dirty, files_new)
+                try:
+                    await asyncio.to_thread(self._sync, log_fds, log_new, dirty, files_new)
+                except BaseException:
+                    # nothing may claim these files synced: the next try syncs them again
+                    self._log.requeue_unsynced(log_fds, log_new)
+                    self._files.requeue_dirty(dirty, files_new)
+                    raise
             await asyncio.to_thread(save_checkpoint, self.directory, checkpoint)
             self._counters["checkpoints"] += 1
             self._retire(checkpoint.watermark_ms)

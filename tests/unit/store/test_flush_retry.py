@@ -327,8 +327,13 @@ async def test_store_keeps_acknowledging_while_the_checkpoint_cannot_be_opened(
         trouble = store.flush.trouble
         assert trouble is not None and trouble.part is FlushPart.DERIVED
         assert "EMFILE" in trouble.error
+        shown = store.runtime_info()["tidemqFlushTrouble"]
+        assert (
+            shown.startswith("consumequeue/index/checkpoint flush failing (") and "EMFILE" in shown
+        )
         starved.clear()
         await eventually(lambda: store.flush.trouble is None, "the checkpoint to be written")
+        assert store.runtime_info()["tidemqFlushTrouble"] == ""
         assert (await store.put_message(make_message("T", "after"))).ok
         assert store.flush.failed is None
     finally:

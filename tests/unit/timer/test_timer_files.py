@@ -113,3 +113,25 @@ async def test_commitlog_max_offset_in_both_stores(tmp_path: Path) -> None:
             assert store.commitlog_max_offset() == second.physical_offset + second.size
         finally:
             store.close()
+
+
+def test_a_failed_sync_leaves_files_unsynced(tmp_path: Path) -> None:
+    """What a checkpoint took to sync and could not is taken again next time:
+    a later checkpoint must never claim those bytes durable."""
+    log = TimerLog(tmp_path / "log", 4096)
+    log.open(0, {})
+    log.append_many([(1000 + i, i, bytes([i]) * 700) for i in range(8)])
+    fds, new = log.take_unsynced()
+    assert fds and new
+    assert log.take_unsynced() == ([], False)
+    log.requeue_unsynced(fds, new)
+    assert sorted(log.take_unsynced()[0]) == sorted(fds)
+    log.close()
+
+    files = TimerFiles(tmp_path / "b", 60_000)
+    files.append([Unit(60_000 + 5, 0, 1, 1, UnitKind.NORMAL)])
+    dirty, created = files.take_dirty()
+    assert dirty == [60_000] and created
+    assert files.take_dirty() == ([], False)
+    files.requeue_dirty(dirty, created)
+    assert files.take_dirty() == ([60_000], True)
