@@ -1,22 +1,36 @@
 # The two commands a newcomer types are `make run` and `make test`; both build
 # the virtualenv from pyproject.toml first, so a fresh clone needs nothing else.
+# `make run` installs the server's runtime dependencies only; `make test` adds
+# the test tools and the Spark extra.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test bench lint clean venv pipeline
+.PHONY: run test bench lint clean venv pipeline wheel
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
 venv: $(STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(VENV)/bin/tidemq serve
+
+# A wheel of tidemq in dist/ (runtime dependencies declared; `pip install
+# dist/tidemq-*.whl` or `pip install '.[spark]'` from a checkout).
+wheel: $(STAMP)
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
 
 # Real third-party clients for tests/interop (ali-ons, from interop/package-lock.json).
 # npm writes node_modules/.package-lock.json on every install, so it is the stamp:
@@ -51,4 +65,4 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
