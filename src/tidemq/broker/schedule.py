@@ -62,6 +62,7 @@ from tidemq.common.atomic_file import write_atomically
 from tidemq.common.clock import Clock
 from tidemq.common.failure_log import FailureEpisode
 from tidemq.common.message import MessageExt
+from tidemq.common.properties import edit_properties
 from tidemq.protocol.message_codec import decode_record, peek_header, peek_topic_and_properties
 from tidemq.store.api import (
     DispatchRequest,
@@ -112,26 +113,6 @@ class ScheduleStore(Protocol):
 
 
 # -- pure helpers ---------------------------------------------------------------
-
-
-def edit_properties(raw: str, updates: Mapping[str, str | None]) -> str:
-    """`raw` (an encoded property string) with `updates` applied: every pair
-    whose key is in `updates` is dropped, then the non-None updates are
-    appended. Other pairs are kept byte for byte, in order."""
-    kept: list[str] = []
-    for item in raw.split(props.PROPERTY_SEPARATOR):
-        if not item:
-            continue
-        key, sep, _ = item.partition(props.NAME_VALUE_SEPARATOR)
-        if sep and key in updates:
-            continue
-        kept.append(item + props.PROPERTY_SEPARATOR)
-    kept.extend(
-        f"{key}{props.NAME_VALUE_SEPARATOR}{value}{props.PROPERTY_SEPARATOR}"
-        for key, value in updates.items()
-        if value is not None
-    )
-    return "".join(kept)
 
 
 def delivery_message(record: MessageExt, raw_properties: str | None = None) -> MessageToStore:

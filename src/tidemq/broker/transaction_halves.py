@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tidemq.broker.retry import split_address
-from tidemq.broker.schedule import edit_properties, stored_again
+from tidemq.broker.schedule import stored_again
 from tidemq.broker.transaction_policy import HALF_TOPIC, OP_TAG, OP_TOPIC, op_body
 from tidemq.common import properties as props
 from tidemq.common import sysflag
 from tidemq.common.message import MessageExt
-from tidemq.common.properties import encode_properties_bytes
+from tidemq.common.properties import edit_properties, encode_properties_bytes
 from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.errors import ProtocolError

@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.requests import BrokerError
-from tidemq.broker.schedule import edit_properties
 from tidemq.broker.transaction_check import CheckBack
 from tidemq.broker.transaction_halves import (
     StoredHalf,
@@ -58,6 +57,7 @@ from tidemq.common import properties as props
 from tidemq.common import sysflag
 from tidemq.common.clock import Clock
 from tidemq.common.message_id import UniqueIdGenerator
+from tidemq.common.properties import edit_properties
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError

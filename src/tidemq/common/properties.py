@@ -153,9 +153,15 @@ SYSTEM_KEYS: frozenset[str] = frozenset(
         TIMER_DELAY_LEVEL,
         BORN_HOST,
         BORN_TIMESTAMP,
+        DLQ_ORIGIN_TOPIC,
+        DLQ_ORIGIN_MESSAGE_ID,
+        CRC32,
     }
 )
-"""Java's `MessageConst.STRING_HASH_SET`: keys a user may not set as user properties."""
+"""Java's `MessageConst.STRING_HASH_SET` (MessageConst.java:108-160): keys a user
+may not set as user properties, and the ones the gRPC door keeps out of a
+delivered message's `user_properties`. `__SHARDINGKEY`, `__transactionId__`,
+TRANSACTION_CHECK_TIMES and `__STARTDELIVERTIME` are not in it."""
 
 
 def encode_properties(props: Mapping[str, str]) -> str:
@@ -245,3 +251,23 @@ def decode_properties_bytes(raw: bytes | bytearray | memoryview) -> dict[str, st
     if not raw:
         return {}
     return decode_properties(str(raw, "utf-8"))
+
+
+def edit_properties(raw: str, updates: Mapping[str, str | None]) -> str:
+    """`raw` (an encoded property string) with `updates` applied: every pair
+    whose key is in `updates` is dropped, then the non-None updates are
+    appended. Other pairs are kept byte for byte, in order."""
+    kept: list[str] = []
+    for item in raw.split(PROPERTY_SEPARATOR):
+        if not item:
+            continue
+        key, sep, _ = item.partition(NAME_VALUE_SEPARATOR)
+        if sep and key in updates:
+            continue
+        kept.append(item + PROPERTY_SEPARATOR)
+    kept.extend(
+        f"{key}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}"
+        for key, value in updates.items()
+        if value is not None
+    )
+    return "".join(kept)

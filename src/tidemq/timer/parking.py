@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from tidemq.broker.schedule import edit_properties
 from tidemq.common import properties as props
+from tidemq.common.properties import edit_properties
 from tidemq.store.api import MessageToStore
 from tidemq.store.config import TIMER_TOPIC as TIMER_TOPIC
 

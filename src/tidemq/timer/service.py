@@ -47,10 +47,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tidemq.broker.schedule import edit_properties
 from tidemq.common import properties as props
 from tidemq.common.clock import Clock
 from tidemq.common.failure_log import FailureEpisode
+from tidemq.common.properties import edit_properties
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.message_codec import peek_header, peek_properties

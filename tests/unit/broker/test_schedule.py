@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.broker.schedule import DelayScheduler, delivery_message, edit_properties
+from tidemq.broker.schedule import DelayScheduler, delivery_message
 from tidemq.common import properties as props
 from tidemq.common import sysflag
 from tidemq.common.clock import ManualClock
 from tidemq.common.message import MessageExt
+from tidemq.common.properties import edit_properties
 from tidemq.protocol.message_codec import decode_record
 from tidemq.store.api import MessageToStore, PutResult, PutStatus
 from tidemq.store.config import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels
