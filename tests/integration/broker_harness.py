@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tidemq.broker.app import Broker
 from tidemq.broker.config import BrokerConfig
 from tidemq.common import properties as props
 from tidemq.common import sysflag
@@ -23,6 +22,7 @@ from tidemq.protocol.headers import (
     SendMessageRequestHeaderV2,
     encode_header,
 )
+from tidemq.server.broker import Broker
 from tidemq.transport import Connection, Handler, RemotingClient
 
 T = TypeVar("T")

@@ -181,3 +181,36 @@ async def test_name_servers_are_tried_in_turn(server: ServerProcess) -> None:
     async with AdminClient([dead_one, dead_two]) as admin:
         with pytest.raises(ClientError, match="cannot reach any name server"):
             await admin.topic_route("InstanceFailover")
+
+
+async def test_a_broker_that_has_not_heard_the_heartbeat_is_told_before_the_consumer_list(
+    server: ServerProcess,
+) -> None:
+    """A consumer that starts right after its topic is created can heartbeat
+    before the route is known (to no broker); the first consumer list then
+    finds the group empty, and the rebalance used to warn "no consumer for
+    this group". The instance now says hello to that broker and asks again."""
+    topic, group = "InstanceLateRoute", "InstanceLateRouteGroup"
+    async with AdminClient(server.namesrv) as admin:
+        await admin.create_topic(topic, queues=1)
+    instance = ClientInstance(ClientConfig(namesrv=server.namesrv))
+    try:
+        await instance.start()
+        instance.register_consumer(RecordingConsumer(group, topic))
+        assert await instance.consumer_ids(group, topic) == [instance.client_id]
+    finally:
+        await instance.close()
+
+
+async def test_a_broker_given_as_the_name_server_is_named(server: ServerProcess) -> None:
+    instance = ClientInstance(ClientConfig(namesrv=server.broker))
+    try:
+        with pytest.raises(ClientError) as caught:
+            await instance.route("AnyTopic")
+    finally:
+        await instance.close()
+    assert caught.value.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert str(caught.value) == (
+        f"{server.broker} is a tidemq broker (broker-a of cluster DefaultCluster), "
+        f"not a name server; its name server is {server.namesrv}"
+    )

@@ -4,8 +4,8 @@ raised, change of invisible time, the DLQ after max attempts, long polling,
 FIFO blocking, bad handles, and restarts (SIGTERM, kill -9 in sync flush)
 that neither lose a pending redelivery nor redeliver an acked message; batch
 acks (BATCH_ACK_MESSAGE), out-of-range invisible times, the broker's own FIFO
-dead-lettering and a FIFO batch that outlives a restart; the blocking
-SimpleConsumer."""
+dead-lettering and a FIFO batch that outlives a restart; a late FIFO ack
+(RocketMQ's rules); the blocking SimpleConsumer."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tidemq.broker.pop.receipts import parse_receipt_handle
 from tidemq.client.admin import AdminClient
 from tidemq.client.consumer.simple import AsyncSimpleConsumer, ReceivedMessage, SimpleConsumer
 from tidemq.client.errors import ClientError
@@ -204,6 +205,49 @@ async def test_fifo_group_blocks_the_queue_until_the_batch_is_acked(
         for message in again:
             await one.ack(message)
         assert await one.receive(2, 30) == []
+
+
+async def past_invisible_time(messages: list[ReceivedMessage]) -> None:
+    """Until this machine's clock (the server's) is past the messages' invisible time."""
+    due_ms = max(parse_receipt_handle(m.receipt_handle).due_ms for m in messages)
+
+    async def passed() -> bool:
+        return time.time() * 1000 > due_ms + 50
+
+    await eventually(passed, "the invisible time to pass", timeout=30)
+
+
+async def test_a_late_fifo_ack_commits_unless_the_batch_came_again(server: ServerProcess) -> None:
+    """RocketMQ's broker checks no invisible time on a FIFO ack
+    (AckMessageProcessor.ackOrderly): a late ack commits while nobody received
+    the batch again; once it was delivered again, an ack of the earlier
+    delivery is answered but changes nothing (commitAndNext's -2)."""
+    topic, group = unique_name("PopT"), unique_name("FifoG")
+    await create_topic(server.namesrv, topic, queues=1)
+    async with AdminClient(server.namesrv) as admin:
+        await admin.create_group(group, orderly=True)
+    messages = numbered_messages(topic, 4)
+    for message in messages:
+        message.properties[props.SHARDING_KEY] = "order-1"
+    await produce(server.namesrv, messages)
+    consumer = AsyncSimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=1)
+    async with consumer:
+        batch = await receive_until(consumer, 2, 1, batch=2)
+        assert [m.body for m in batch] == [b"m0", b"m1"]
+        await past_invisible_time(batch)
+        for message in batch:
+            await consumer.ack(message)  # late, but the batch was not delivered again
+        rest = await receive_until(consumer, 2, 1, batch=2)
+        assert [(m.body, m.delivery_attempt) for m in rest] == [(b"m2", 1), (b"m3", 1)]
+        await past_invisible_time(rest)
+        again = await receive_until(consumer, 2, 30, batch=2)
+        assert [(m.body, m.delivery_attempt) for m in again] == [(b"m2", 2), (b"m3", 2)]
+        for message in rest:
+            await consumer.ack(message)  # the earlier delivery: nothing changes
+        assert await consumer.receive(2, 30) == [], "the second delivery still holds the queue"
+        for message in again:
+            await consumer.ack(message)
+        assert await consumer.receive(2, 30) == []
 
 
 def _send(server: ServerProcess, topic: str, count: int) -> None:

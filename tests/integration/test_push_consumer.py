@@ -1,7 +1,7 @@
 """The push consumer against a real `tidemq serve` process: tag filtering,
 graceful shutdown resuming exactly after the last consumed message, retries
-with restored topics and the DLQ, flow control, broadcasting with
-`offsets.json`."""
+with restored topics and the DLQ, flow control, suspend / resume,
+broadcasting with `offsets.json`."""
 
 from __future__ import annotations
 
@@ -262,6 +262,38 @@ async def test_flow_control_pauses_and_resumes(server: ServerProcess) -> None:
         assert pull.messages_pulled >= 150  # ... and resumed
         assert max(cached) <= threshold + batch
         assert max(cached) > threshold  # the buffer did fill up to the limit
+    finally:
+        await push.shutdown()
+
+
+async def test_suspend_sends_no_new_pull_and_resume_pulls_again(server: ServerProcess) -> None:
+    topic, group = unique_name("T"), unique_name("G")
+    [mq] = await create_topic(server.namesrv, topic, queues=1)
+    await produce(server, topic, 5)
+    recorder = Recorder()
+    push = consumer(server, group, topic, recorder)
+    await push.start()
+    try:
+        await eventually(lambda: len(recorder.distinct()) == 5, "m0..m4 consumed")
+        held = push.assigned_queues()
+        pull = push.pull_service
+        assert pull is not None
+        request = pull.request(mq)
+        assert request is not None
+        push.suspend()
+        assert push.suspended
+        # the long poll already at the broker completes (with m5), as in Java
+        await produce(server, topic, 1, start=5)
+        await eventually(lambda: request.suspended_waits >= 1, "the pull loop suspended")
+        await produce(server, topic, 5, start=6)
+        looks = request.suspended_waits
+        await eventually(
+            lambda: request.suspended_waits >= looks + 2, "two more looks while suspended"
+        )
+        assert not recorder.distinct() & {f"m{i}" for i in range(6, 11)}  # never pulled
+        assert push.assigned_queues() == held
+        push.resume()
+        await eventually(lambda: len(recorder.distinct()) == 11, "m5..m10 after resume")
     finally:
         await push.shutdown()
 

@@ -2,13 +2,16 @@
 against a real `tidemq serve`: producer (normal with tag/keys/properties,
 FIFO, delay, recall, transaction commit / rollback / orphan check-back) and
 SimpleConsumer (receive, ack, change invisible duration, redelivery with the
-attempt raised)."""
+attempt raised); what the client's own integration tests check on the wire
+(transaction ids, __SHARDINGKEY and __transactionId__ in received properties,
+the unknown-topic text)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -27,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 NODE_MODULES = REPO / "interop" / "node_modules"
 SCRIPT = Path(__file__).with_name("js") / "official_node.js"
 PUSH_SCRIPT = Path(__file__).with_name("js") / "official_node_push.js"
+WIRE_SCRIPT = Path(__file__).with_name("js") / "official_node_wire.js"
 
 pytestmark = [
     pytest.mark.slow,
@@ -73,6 +77,56 @@ def test_official_node_client(tmp_path: Path) -> None:
     [delayed] = by_body["delayed"]
     assert int(str(delayed["t"])) >= int(str(finished["delayedAt"])) - 100
     assert delayed["delivery"] is not None
+
+
+def test_official_node_client_wire_details(tmp_path: Path) -> None:
+    """The checks of apache/rocketmq-clients nodejs/test/producer/Producer.test.ts
+    that failed against tidemq before: each receipt's transactionId is its
+    messageId (RocketMQ answers the UNIQ_KEY for every message), and the
+    transaction commits by it; a FIFO message keeps __SHARDINGKEY and a
+    committed one __transactionId__ (= its transactionId) among its
+    properties; an unknown topic's NotFoundException has RocketMQ's text."""
+    if not (NODE_MODULES / "rocketmq-client-nodejs").exists():
+        pytest.fail("interop/node_modules is missing: run `make test`", pytrace=False)
+    with serve(tmp_path / "data") as server:
+        topic, group = unique_name("NodeWireT"), unique_name("NodeWireG")
+        missing = unique_name("NoSuchNodeT")
+        asyncio.run(create_topic(server.namesrv, topic, queues=2))
+        env = dict(os.environ, NODE_PATH=str(NODE_MODULES), HOME=str(tmp_path))
+        node = shutil.which("node") or "node"
+        args = ["--endpoints", server.grpc, "--topic", topic, "--group", group]
+        done = subprocess.run(
+            [node, str(WIRE_SCRIPT), *args, "--missing", missing],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
+        stored = asyncio.run(read_topic(server.namesrv, topic))
+    [unknown] = [e for e in events if e["event"] == "unknown-topic"]
+    assert (unknown["name"], unknown["code"]) == ("NotFoundException", 40402)
+    assert re.search(
+        rf"CODE: 17 {{2}}DESC: No topic route info in name server for the topic: {missing}",
+        str(unknown["message"]),
+    ), unknown
+    sent = {str(e["label"]): e for e in events if e["event"] == "sent"}
+    assert set(sent) == {"normal", "fifo", "delayed", "committed"}
+    for receipt in sent.values():
+        assert receipt["messageId"] and receipt["transactionId"] == receipt["messageId"], receipt
+    got = {str(e["body"]): e for e in events if e["event"] == "received"}
+    assert set(got) == set(sent)
+    for label, message in got.items():
+        assert message["messageId"] == sent[label]["messageId"]
+    fifo = got["fifo"]
+    assert fifo["messageGroup"] == "fifoMessageGroup"
+    assert fifo["properties"]["__SHARDINGKEY"] == "fifoMessageGroup"
+    committed = got["committed"]["properties"]
+    assert committed["__transactionId__"] == sent["committed"]["transactionId"]
+    # a remoting consumer sees it too
+    [remoting] = [m for m in stored if m.body == b"committed"]
+    assert remoting.properties["__transactionId__"] == sent["committed"]["transactionId"]
 
 
 def run_push(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from rocketmq import (
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
+from tidemq.broker.pop.receipts import parse_receipt_handle
 from tidemq.cli.main import cli
 from tidemq.cli.server_commands import serve as serve_command
 from tidemq.client.admin import AdminClient
@@ -229,6 +231,105 @@ def test_sent_over_grpc_read_by_remoting(server: ServerProcess) -> None:
     assert [m.body for m in stored] == [b"cross", b"grouped"]
     assert (stored[0].tags, stored[0].keys) == ("T", ["key-9"])
     assert stored[1].properties["__SHARDINGKEY"] == "g-1"
+
+
+# -- what the official clients' own integration tests check on the wire ----------------
+
+
+def test_receipts_name_the_message_and_received_properties_keep_rocketmqs(
+    server: ServerProcess,
+) -> None:
+    """As apache/rocketmq-clients nodejs/test/producer/Producer.test.ts checks:
+    every send receipt's transaction_id is its message_id (RocketMQ answers
+    the UNIQ_KEY for every type), the transaction commits by it, a FIFO
+    message keeps __SHARDINGKEY and a committed one __transactionId__ among
+    its user properties, for gRPC and remoting consumers alike."""
+    topic, group = new_topic(server), new_group(server)
+    producer = started(lambda: Producer(config(server), (topic,), checker=Commit()))
+    consumer = started(
+        lambda: SimpleConsumer(config(server), group, {topic: FilterExpression("*")}, 1)
+    )
+    try:
+        receipts = {
+            b"normal": producer.send(message(topic, b"normal", tag="T")),
+            b"fifo": producer.send(message(topic, b"fifo", message_group="g-7")),
+            b"delayed": producer.send(
+                message(topic, b"delayed", delivery_timestamp=int(time.time()) + 1)
+            ),
+        }
+        transaction = producer.begin_transaction()
+        receipts[b"committed"] = producer.send(message(topic, b"committed"), transaction)
+        transaction.commit()
+        for receipt in receipts.values():
+            assert receipt.message_id and receipt.transaction_id == receipt.message_id
+        got = {m.body: m for m in receive_until(consumer, len(receipts))}
+        assert set(got) == set(receipts)
+        for m in got.values():
+            assert m.message_id == receipts[m.body].message_id
+            consumer.ack(m)
+        assert got[b"fifo"].properties == {"__SHARDINGKEY": "g-7"}
+        committed = got[b"committed"].properties
+        assert committed == {"__transactionId__": receipts[b"committed"].transaction_id}
+        assert got[b"normal"].properties == got[b"delayed"].properties == {}
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+    stored = {m.body: m for m in asyncio.run(read_topic(server.namesrv, topic))}
+    tx_id = stored[b"committed"].properties["__transactionId__"]
+    assert tx_id == receipts[b"committed"].transaction_id
+
+
+def test_system_property_names_are_refused_as_user_properties(server: ServerProcess) -> None:
+    topic = new_topic(server, queues=1)
+    producer = started(lambda: Producer(config(server), (topic,)))
+    try:
+        reserved = message(topic, b"x")
+        reserved.add_property("UNIQ_KEY", "mine")
+        with pytest.raises(Exception, match="property is used by system: UNIQ_KEY"):
+            producer.send(reserved)
+    finally:
+        producer.shutdown()
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_unknown_topic_gets_rocketmqs_text(server: ServerProcess) -> None:
+    """QueryRoute for a topic without a route: TOPIC_NOT_FOUND with the proxy's
+    text, which clients (and their tests) match on."""
+    missing = unique_name("NoSuchPyT")
+    text = (
+        f"CODE: 17  DESC: No topic route info in name server for the topic: {missing}\n"
+        "For more information, please visit the url, "
+        "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+    )
+    route = call(server, "QueryRoute", spb.QueryRouteRequest(topic=resource(missing)))
+    assert (route.status.code, route.status.message) == (Code.TOPIC_NOT_FOUND, text)
+    # the official client reports it as it came (its log), then fails the send
+    records = Records()
+    client_log = logging.getLogger("rocketmq-python-client")
+    client_log.addHandler(records)
+    producer = started(lambda: Producer(config(server)))
+    try:
+        with pytest.raises(Exception, match=f"failed to fetch topic:{missing} route"):
+            producer.send(message(missing, b"nowhere"))
+    finally:
+        producer.shutdown()
+        client_log.removeHandler(records)
+    assert any(f"{Code.TOPIC_NOT_FOUND}, {text}" in line for line in records.lines), records.lines
+    for rpc, request in (
+        ("SendMessage", grpc_send_request(missing, b"x")),
+        ("ReceiveMessage", receive_request(unique_name("G"), missing)),
+    ):
+        answer = call(server, rpc, request)
+        first = answer[0] if isinstance(answer, list) else answer
+        assert (first.status.code, first.status.message) == (Code.TOPIC_NOT_FOUND, text), rpc
 
 
 # -- bad input through a raw stub ------------------------------------------------------
@@ -617,22 +718,76 @@ def test_expired_receipt_handles_are_refused(server: ServerProcess) -> None:
         )
         assert changed.status.code == Code.OK
         expired = changed.receipt_handle  # its invisible time (0 s) is over at once
-        if fifo:  # still the group's batch: the "expired" check answers
-            ack = call(server, "AckMessage", ack_request(group, topic, expired))
-            assert ack.status.code == Code.INVALID_RECEIPT_HANDLE
-            assert "expired" in ack.status.message
+        # the proxy's check: an expired handle is refused before the broker sees it
+        ack = call(server, "AckMessage", ack_request(group, topic, expired))
+        assert (ack.status.code, ack.status.message) == (
+            Code.INVALID_RECEIPT_HANDLE,
+            "INVALID_RECEIPT_HANDLE",
+        )
+        assert ack.entries[0].status.message == "receipt handle is expired"
         [again] = receive_raw(server, group, topic, 1)  # revived
         assert (again.body, again.system_properties.delivery_attempt) == (b"once", 2)
-        # FIFO: the pre-change handle is not expired by its own time and (unlike
-        # Java, which ignores it) still acks the new delivery; only check it non-FIFO
-        stale = [expired] if fifo else [expired, first.system_properties.receipt_handle]
-        for handle in stale:
-            ack = call(server, "AckMessage", ack_request(group, topic, handle))
-            assert ack.status.code == Code.INVALID_RECEIPT_HANDLE, (fifo, ack.status.message)
+        ack = call(server, "AckMessage", ack_request(group, topic, expired))
+        assert ack.status.code == Code.INVALID_RECEIPT_HANDLE, fifo
+        first_handle = first.system_properties.receipt_handle
+        before = call(server, "AckMessage", ack_request(group, topic, first_handle))
+        if fifo:
+            # not expired by its own time, but for an earlier delivery of the batch:
+            # done without effect, as RocketMQ's broker (commitAndNext answers -2)
+            assert before.status.code == Code.OK
+            held = call(server, "ReceiveMessage", receive_request(group, topic))
+            assert held[0].status.code == Code.MESSAGE_NOT_FOUND, "the redelivery is not acked"
+        else:
+            assert before.status.code == Code.INVALID_RECEIPT_HANDLE, before.status
         fresh = again.system_properties.receipt_handle
         assert call(server, "AckMessage", ack_request(group, topic, fresh)).status.code == Code.OK
         nothing = call(server, "ReceiveMessage", receive_request(group, topic))
         assert nothing[0].status.code == Code.MESSAGE_NOT_FOUND, fifo
+
+
+def wait_until_expired(handles: list[str]) -> None:
+    """Until the server's clock (this machine's) is past every handle's invisible time."""
+    due_ms = max(parse_receipt_handle(h).due_ms for h in handles)
+    wait_for(lambda: time.time() * 1000 > due_ms + 50, "the invisible time to pass")
+
+
+def test_late_fifo_ack_and_the_minimum_receive_invisible_time(tmp_path: Path) -> None:
+    """`min_invisible_time_mills_for_recv` (the proxy's minInvisibleTimeMillsForRecv,
+    10 s by default) set to 1 s lets a receive ask for 1 s and refuses 999 ms
+    in the proxy's words. A FIFO ack after the invisible time is refused with
+    INVALID_RECEIPT_HANDLE, as the proxy refuses every expired handle before
+    the broker sees it (AbstractProcessor.validateReceiptHandle), and the
+    batch comes again, attempt 2."""
+    settings = {"min_invisible_time_mills_for_recv": 1000}
+    with serve(tmp_path / "data", settings=settings) as strict:
+        topic, group = new_topic(strict, queues=1), new_group(strict, fifo=True)
+        short = receive_request(group, topic)
+        short.invisible_duration.FromMilliseconds(999)
+        [refused] = call(strict, "ReceiveMessage", short)
+        assert (refused.status.code, refused.status.message) == (
+            Code.ILLEGAL_INVISIBLE_TIME,
+            "the invisibleTime is too small. min is 1000",
+        )
+        producer = started(lambda: Producer(config(strict), (topic,)))
+        consumer = started(
+            lambda: SimpleConsumer(config(strict), group, {topic: FilterExpression("*")}, 1)
+        )
+        try:
+            for body in (b"f0", b"f1"):
+                producer.send(message(topic, body, message_group="late"))
+            first = receive_until(consumer, 2, invisible_s=1)[:2]
+            assert [m.body for m in first] == [b"f0", b"f1"]
+            wait_until_expired([m.receipt_handle for m in first])
+            with pytest.raises(Exception, match="INVALID_RECEIPT_HANDLE"):
+                consumer.ack(first[0])
+            again = receive_until(consumer, 2, invisible_s=15)
+            assert [(m.body, m.delivery_attempt) for m in again] == [(b"f0", 2), (b"f1", 2)]
+            for m in again:
+                consumer.ack(m)
+            assert consumer.receive(16, 15) == []
+        finally:
+            consumer.shutdown()
+            producer.shutdown()
 
 
 def test_change_invisible_duration_out_of_range(server: ServerProcess) -> None:

@@ -235,12 +235,39 @@ class BrokerAdmin:
             info.update(store_info())
         return info
 
+    def broker_config(self) -> dict[str, str]:
+        """GET_BROKER_CONFIG: the broker's identity, addresses and main settings
+        under Java's property names (BrokerConfig, NettyServerConfig,
+        MessageStoreConfig), so a caller can tell which broker it reached and
+        where its name servers are."""
+        config = self.config
+        return {
+            "brokerName": config.broker_name,
+            "brokerClusterName": config.cluster_name,
+            "brokerId": str(config.broker_id),
+            "brokerIP1": config.advertised_host,
+            "listenPort": self.address.rpartition(":")[2],
+            "namesrvAddr": ";".join(config.namesrv_addrs),
+            "autoCreateTopicEnable": _java_bool(config.auto_create_topic),
+            "autoCreateSubscriptionGroup": _java_bool(config.auto_create_subscription_group),
+            "defaultTopicQueueNums": str(config.default_topic_queue_nums),
+            "enablePropertyFilter": _java_bool(config.enable_property_filter),
+            "flushDiskType": f"{config.flush_mode.value.upper()}_FLUSH",
+            "messageDelayLevel": config.delay_levels,
+            "storePathRootDir": str(config.store_dir),
+            "brokerVersionDesc": VERSION_DESC,
+        }
+
     def schedule_topic_offsets(self) -> dict[int, int]:
         """Max offset of each delay level's queue (for diagnostics)."""
         return {
             level: self.store.max_offset(SCHEDULE_TOPIC, level - 1)
             for level in range(1, len(self.delay_levels_ms) + 1)
         }
+
+
+def _java_bool(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def _connection_json(channel: ClientChannel) -> dict[str, Any]:

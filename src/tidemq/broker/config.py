@@ -13,6 +13,8 @@ from typing import Any
 from tidemq.store.config import DEFAULT_DELAY_LEVELS, FlushMode
 
 MAX_TIMER_HORIZON_S = 365 * 86400
+MAX_INVISIBLE_TIME_MS = 12 * 3600 * 1000
+"""The longest invisible time a receive or change may set (the proxy's maxInvisibleTimeMills)."""
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,13 @@ class BrokerConfig:
     flush_mode: FlushMode = FlushMode.ASYNC
     register_interval_s: float = 30.0
     client_expiry_s: float = 120.0
+    long_polling_enable: bool = True
+    """Hold a pull that finds nothing for the client's suspend time (15 s) and
+    answer it as soon as a message arrives (Java's longPollingEnable). Off, it
+    is held `short_polling_time_ms` and answered then, or at a re-check."""
+    short_polling_time_ms: int = 1000
+    """How long a pull is held with long polling off (shortPollingTimeMills)."""
     long_polling_check_interval_s: float = 5.0
-    short_polling_wait_s: float = 1.0
     persist_interval_s: float = 5.0
     queue_lock_expiry_s: float = 60.0
     max_reconsume_times: int = 16
@@ -60,6 +67,9 @@ class BrokerConfig:
     grpc_tls_cert: str | None = None
     """PEM certificate for the gRPC endpoint; with `grpc_tls_key`, it speaks TLS only."""
     grpc_tls_key: str | None = None
+    min_invisible_time_mills_for_recv: int = 10_000
+    """The shortest invisible time a gRPC receive may ask for, in ms, 0..12 h
+    (the proxy's minInvisibleTimeMillsForRecv); auto-renew receives are exempt."""
     max_in_flight_per_connection: int = 1024
     connection_max_idle_s: float = 120.0
     """Close a connection with no traffic either way for this long; 0: never
@@ -106,6 +116,13 @@ class BrokerConfig:
             )
         if not 0 < self.disk_max_used_ratio <= 1 or self.retention_interval_s <= 0:
             raise ValueError("disk_max_used_ratio must be in (0, 1], retention_interval_s > 0")
+        if self.short_polling_time_ms < 1:
+            raise ValueError(f"short_polling_time_ms={self.short_polling_time_ms}: must be >= 1")
+        if not 0 <= self.min_invisible_time_mills_for_recv <= MAX_INVISIBLE_TIME_MS:
+            raise ValueError(
+                f"min_invisible_time_mills_for_recv={self.min_invisible_time_mills_for_recv}: "
+                f"must be 0..{MAX_INVISIBLE_TIME_MS} milliseconds (12 hours)"
+            )
         if self.connection_max_idle_s < 0:
             raise ValueError(f"connection_max_idle_s={self.connection_max_idle_s}: must be >= 0")
         if self.frame_buffer_budget_bytes < 1 or self.frame_timeout_s <= 0:

@@ -51,11 +51,12 @@ SYSTEM_GROUPS = (
     CID_ONSAPI_OWNER_GROUP,
     CID_SYS_RMQ_TRANS,
 )
-_SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
+"""MixAll.CID_RMQ_SYS_PREFIX: what MixAll.isSysConsumerGroup looks for."""
 
 
 def is_system_group(group: str) -> bool:
-    return group in SYSTEM_GROUPS or group.startswith(_SYSTEM_GROUP_PREFIX)
+    return group in SYSTEM_GROUPS or group.startswith(SYSTEM_GROUP_PREFIX)
 
 
 @dataclass(slots=True)

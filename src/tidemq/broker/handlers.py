@@ -15,11 +15,15 @@ code   request                            answer
 320    SEND_BATCH_MESSAGE                 msgId = comma-joined ids, queueOffset of the first
 11     PULL_MESSAGE                       0/19/20/21 + suggestWhichBrokerId, nextBeginOffset,
                                           minOffset, maxOffset; body = stored records
-12     QUERY_MESSAGE                      records; indexLastUpdateTimestamp/Phyoffset
+12     QUERY_MESSAGE                      records; indexLastUpdateTimestamp/Phyoffset; with
+                                          tidemqBelowOffset (a paging cursor, a tidemq
+                                          extension) only records before that commit-log
+                                          offset, and the field echoed to say so
 14     QUERY_CONSUMER_OFFSET              offset, or QUERY_NOT_FOUND
 15     UPDATE_CONSUMER_OFFSET             SUCCESS (negative offsets ignored)
 17     UPDATE_AND_CREATE_TOPIC            SUCCESS
 21     GET_ALL_TOPIC_CONFIG               TopicConfigSerializeWrapper
+26     GET_BROKER_CONFIG                  Java properties text (key=value lines)
 28     GET_BROKER_RUNTIME_INFO            KVTable {"table": {...}}
 29     SEARCH_OFFSET_BY_TIMESTAMP         offset
 30     GET_MAX_OFFSET                     offset
@@ -89,6 +93,7 @@ from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import (
+    QUERY_BELOW_OFFSET,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
@@ -174,6 +179,7 @@ _METHODS: dict[int, str] = {
     RequestCode.UPDATE_AND_CREATE_TOPIC: "update_and_create_topic",
     RequestCode.GET_ALL_TOPIC_CONFIG: "get_all_topic_config",
     RequestCode.GET_BROKER_RUNTIME_INFO: "get_broker_runtime_info",
+    RequestCode.GET_BROKER_CONFIG: "get_broker_config",
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: "search_offset_by_timestamp",
     RequestCode.GET_MAX_OFFSET: "get_max_offset",
     RequestCode.GET_MIN_OFFSET: "get_min_offset",
@@ -439,6 +445,13 @@ class BrokerHandlers(PopHandlers):
     ) -> RemotingCommand:
         header = decode_header(QueryMessageRequestHeader, request.ext_fields)
         unique = request.ext_fields.get(UNIQUE_KEY_QUERY_FLAG, "").lower() == "true"
+        below = request.ext_fields.get(QUERY_BELOW_OFFSET)
+        try:
+            below_offset = int(below) if below is not None and not unique else None
+        except ValueError:
+            raise BrokerError(
+                ResponseCode.INVALID_PARAMETER, f"{QUERY_BELOW_OFFSET} is not a number: {below}"
+            ) from None
         result = self.service.query_message(
             header.topic,
             header.key,
@@ -446,6 +459,7 @@ class BrokerHandlers(PopHandlers):
             header.begin_timestamp,
             header.end_timestamp,
             unique_key=unique,
+            below_offset=below_offset,
         )
         ext = encode_header(
             QueryMessageResponseHeader(
@@ -453,6 +467,8 @@ class BrokerHandlers(PopHandlers):
                 index_last_update_phyoffset=result.index_last_update_phy_offset,
             )
         )
+        if below_offset is not None:
+            ext[QUERY_BELOW_OFFSET] = str(below_offset)
         return _ok(request, ext, b"".join(result.buffers))
 
     async def view_message_by_id(
@@ -718,3 +734,10 @@ class BrokerHandlers(PopHandlers):
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
         return _ok(request, body=encode_json({"table": self.service.runtime_info()}))
+
+    async def get_broker_config(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        # Java answers MixAll.properties2String: "key=value" lines (AdminBrokerProcessor).
+        lines = (f"{key}={value}\n" for key, value in self.service.broker_config().items())
+        return _ok(request, body="".join(lines).encode("utf-8"))

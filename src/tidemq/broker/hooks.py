@@ -54,6 +54,11 @@ class TransactionHooks(Protocol):
         missing or does not match."""
         ...
 
+    def locate(self, key: str) -> tuple[int, int] | None:
+        """(commit-log offset, half-queue offset) of the newest copy of the
+        half message whose UNIQ_KEY is `key`; None when there is none."""
+        ...
+
     async def end_many(
         self, producer_group: str, items: Sequence[tuple[int, int, bool]]
     ) -> tuple[int, int]:

@@ -18,6 +18,13 @@ The woken handler runs the pull again (without suspending) and answers with
 whatever it finds. The number of held pulls is bounded: past `max_held` a
 pull is not parked (`hold` returns None) and the caller answers at once.
 Use from the event loop thread only.
+
+With long polling switched off (BrokerConfig `long_polling_enable=False`,
+RocketMQ's `longPollingEnable`) a pull is still held, but for
+`short_polling_time_ms` (1 s) whatever the client asked (`hold_time_s`),
+arrivals wake nobody (`wake_on_arrival=False`: Java's store then calls no
+arrival listener), and the re-check runs every `short_polling_time_ms`
+instead of every 5 s (`recheck_interval_s`), as Java's PullRequestHoldService.
 """
 
 from __future__ import annotations
@@ -35,6 +42,39 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_HELD = 10_000
 DEFAULT_MAX_SUSPEND_S = 60.0
 """Longest hold whatever the client asks (ali-ons asks 15 s, times out at 30 s)."""
+
+
+def hold_time_s(
+    *,
+    suspend_flag: bool,
+    client_suspend_ms: int,
+    long_polling_enable: bool,
+    short_polling_time_ms: int,
+) -> float | None:
+    """How long to hold a pull that found nothing new; None answers it at once.
+
+    Java (DefaultPullMessageResultHandler, PULL_NOT_FOUND) holds only pulls
+    carrying the SUSPEND flag: for the client's suspend timeout, or for
+    shortPollingTimeMills when long polling is off. A zero timeout with long
+    polling on is answered at once here (Java parks it until the next check).
+    """
+    if not suspend_flag:
+        return None
+    if not long_polling_enable:
+        return max(short_polling_time_ms, 0) / 1000
+    if client_suspend_ms <= 0:
+        return None
+    return client_suspend_ms / 1000
+
+
+def recheck_interval_s(
+    *, long_polling_enable: bool, long_polling_check_interval_s: float, short_polling_time_ms: int
+) -> float:
+    """How often held pulls are re-checked (Java PullRequestHoldService.run:
+    every 5 s, every shortPollingTimeMills with long polling off)."""
+    if long_polling_enable:
+        return long_polling_check_interval_s
+    return short_polling_time_ms / 1000
 
 
 class Wake(enum.Enum):
@@ -73,10 +113,13 @@ class LongPollingService:
         clock: Clock = SYSTEM_CLOCK,
         max_held: int = DEFAULT_MAX_HELD,
         max_suspend_s: float = DEFAULT_MAX_SUSPEND_S,
+        wake_on_arrival: bool = True,
     ) -> None:
         self.clock = clock
         self.max_held = max_held
         self.max_suspend_s = max_suspend_s
+        self.wake_on_arrival = wake_on_arrival
+        """False with long polling off: only the re-check and the timeout answer."""
         self._held: dict[QueueKey, list[HeldPull]] = {}
         self._count = 0
         self._closed = False
@@ -140,7 +183,7 @@ class LongPollingService:
     def notify_arrival(self, topic: str, queue_id: int, queue_offset: int, tags_code: int) -> int:
         """A message was stored at `queue_offset`: wake the pulls it satisfies."""
         waiting = self._held.get((topic, queue_id))
-        if not waiting:
+        if not waiting or not self.wake_on_arrival:
             return 0
         woken = 0
         for held in waiting:

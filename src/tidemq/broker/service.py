@@ -38,7 +38,7 @@ from tidemq.broker.consumers import (
 from tidemq.broker.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from tidemq.broker.hooks import TimerHooks, TransactionHooks
 from tidemq.broker.locks import QueueLockManager
-from tidemq.broker.long_polling import LongPollingService
+from tidemq.broker.long_polling import LongPollingService, hold_time_s
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop.api import PopHooks
 from tidemq.broker.requests import (
@@ -93,6 +93,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_QUERY_MAX_NUM = 32
+"""Records a unique-key QUERY_MESSAGE answers (Java's defaultQueryMaxNum)."""
+MAX_MSGS_NUM_BATCH = 64
+"""Records a key QUERY_MESSAGE answers at most (Java's maxMsgsNumBatch, IndexService)."""
 MAX_PULL_BATCH = 1024
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
@@ -144,7 +147,9 @@ class BrokerService(BrokerAdmin, BrokerSender):
             clock=clock, expiry_s=config.client_expiry_s, on_change=self._group_changed
         )
         self.producers = ProducerManager(clock=clock, expiry_s=config.client_expiry_s)
-        self.long_polling = LongPollingService(clock=clock)
+        self.long_polling = LongPollingService(
+            clock=clock, wake_on_arrival=config.long_polling_enable
+        )
         self.locks = QueueLockManager(clock, config.queue_lock_expiry_s)
         self.stats = BrokerStats(clock)
         self.scheduler: Any = None
@@ -303,16 +308,19 @@ class BrokerService(BrokerAdmin, BrokerSender):
             self.offsets.commit(
                 request.group, request.topic, request.queue_id, request.commit_offset
             )
-        suspend = sysflag.pull_has_suspend(request.sys_flag) and request.suspend_timeout_ms > 0
-        if result.code != ResponseCode.PULL_NOT_FOUND or not suspend:
+        if result.code != ResponseCode.PULL_NOT_FOUND:
+            return result
+        hold_s = hold_time_s(
+            suspend_flag=sysflag.pull_has_suspend(request.sys_flag),
+            client_suspend_ms=request.suspend_timeout_ms,
+            long_polling_enable=self.config.long_polling_enable,
+            short_polling_time_ms=self.config.short_polling_time_ms,
+        )
+        if hold_s is None:
             return result
         matches = message_filter.matches_tags_code if message_filter is not None else None
         held = self.long_polling.hold(
-            request.topic,
-            request.queue_id,
-            request.queue_offset,
-            request.suspend_timeout_ms / 1000,
-            matches,
+            request.topic, request.queue_id, request.queue_offset, hold_s, matches
         )
         if held is None:
             return result
@@ -463,6 +471,16 @@ class BrokerService(BrokerAdmin, BrokerSender):
             )
         await self.transactions.end(header)
 
+    def locate_half(self, key: str) -> tuple[int, int] | None:
+        """Where the half message of transaction `key` (its UNIQ_KEY) lies:
+        (commit-log offset, half-queue offset), or None."""
+        if self.transactions is None:
+            raise BrokerError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_name}] transactions are disabled",
+            )
+        return self.transactions.locate(key)
+
     async def end_transactions(
         self, producer_group: str, items: Sequence[tuple[int, int, bool]]
     ) -> tuple[int, int]:
@@ -495,13 +513,18 @@ class BrokerService(BrokerAdmin, BrokerSender):
         end_ms: int,
         *,
         unique_key: bool = False,
+        below_offset: int | None = None,
     ) -> QueryResult:
-        """QUERY_MESSAGE: records whose KEYS (or UNIQ_KEY) hold `key`."""
+        """QUERY_MESSAGE: records whose KEYS (or UNIQ_KEY) hold `key`, newest
+        first; `below_offset` (tidemq's paging cursor) keeps only records
+        before that commit-log offset."""
         if unique_key:
             result = self.store.query_by_unique_key(topic, key)
         else:
-            limit = max(1, min(max_num, DEFAULT_QUERY_MAX_NUM))
-            result = self.store.query_by_key(topic, key, limit, begin_ms, end_ms)
+            limit = max(1, min(max_num, MAX_MSGS_NUM_BATCH))
+            result = self.store.query_by_key(
+                topic, key, limit, begin_ms, end_ms, below_offset=below_offset
+            )
         if not result.buffers:
             raise BrokerError(
                 ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct"

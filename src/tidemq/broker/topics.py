@@ -466,5 +466,12 @@ class TopicConfigManager(PersistedTable):
         return self.create_in_send_back(retry_topic_of(group), queue_nums, PERM_READ_WRITE)
 
     def ensure_dlq_topic(self, group: str) -> TopicConfig | None:
-        """`%DLQ%<group>`: 1 queue; readable so people can inspect it."""
+        """`%DLQ%<group>`: 1 queue, perm 6 (read and write).
+
+        Readable, as in RocketMQ since apache/rocketmq#2437 (its
+        AbstractSendMessageProcessor and SendMessageProcessor create the DLQ
+        with PERM_WRITE | PERM_READ): older 4.x brokers made it write-only
+        (perm 2), so it had to be made readable before anyone could read it.
+        `tidemq topic update %DLQ%G --perm 2` restores that, if wanted.
+        """
         return self.create_in_send_back(dlq_topic_of(group), 1, PERM_READ_WRITE)

@@ -26,12 +26,13 @@ import asyncio
 import logging
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tidemq.broker.transaction_halves import StoredHalf, check_command, decode_half, half_copy
 from tidemq.broker.transaction_policy import (
     CHECK_GROUP,
     HALF_TOPIC,
+    ResolvedLedger,
     Verdict,
     check_times,
     decide,
@@ -42,7 +43,26 @@ from tidemq.store.api import PutStatus
 from tidemq.transport.errors import RemotingError
 
 if TYPE_CHECKING:
-    from tidemq.broker.transactions import BrokerTransactions
+    from tidemq.broker.config import BrokerConfig
+    from tidemq.broker.service import BrokerService
+    from tidemq.common.clock import Clock
+    from tidemq.store.api import MessageStore
+
+
+class CheckOwner(Protocol):
+    """What the check-back needs of the transactions it works for
+    (BrokerTransactions; a Protocol so that neither module imports the other)."""
+
+    config: BrokerConfig
+    store: MessageStore
+    clock: Clock
+    service: BrokerService
+    ledger: ResolvedLedger
+    lock: asyncio.Lock
+    progress: int
+
+    def commit_progress(self) -> None: ...
+
 
 __all__ = ["CheckBack", "ScanReport"]
 
@@ -67,7 +87,7 @@ class ScanReport:
 class CheckBack:
     """The scan loop of one BrokerTransactions."""
 
-    def __init__(self, owner: BrokerTransactions) -> None:
+    def __init__(self, owner: CheckOwner) -> None:
         self.owner = owner
         self.totals = ScanReport()
 

@@ -133,8 +133,11 @@ class BrokerTransactions:
         }
         if not parsed.get(props.PGROUP):
             updates[props.PGROUP] = producer_group
-        if not parsed.get(props.UNIQ_KEY):
-            updates[props.UNIQ_KEY] = self._ids.next_id()
+        key = parsed.get(props.UNIQ_KEY)
+        if not key:
+            key = updates[props.UNIQ_KEY] = self._ids.next_id()
+        # Java's parseHalfMessageInner: the committed copy carries it to consumers
+        updates[props.TRANSACTION_ID] = key
         return MessageToStore(
             topic=HALF_TOPIC,
             queue_id=0,
@@ -161,6 +164,44 @@ class BrokerTransactions:
         if half is None or half.record.commit_log_offset != commit_log_offset:
             return None
         return half
+
+    def locate(self, key: str) -> tuple[int, int] | None:
+        """(commit-log offset, half-queue offset) of the newest stored copy of
+        the half message whose transaction key (UNIQ_KEY) is `key`, or None.
+
+        The gRPC door ends a transaction by this key, as RocketMQ's clients
+        name it (the proxy keeps key -> offsets in memory instead). Found
+        through the index; if the index has no such half (disabled, or behind
+        a full disk), by scanning the half queue from the check-back's
+        progress, where every unresolved transaction has a copy."""
+        found = self.store.query_by_unique_key(HALF_TOPIC, key)
+        newest: StoredHalf | None = None
+        for raw in found.buffers:
+            half = decode_half(raw)
+            if half is None or half.key != key:
+                continue
+            if newest is None or half.record.commit_log_offset > newest.record.commit_log_offset:
+                newest = half
+        if newest is None:
+            newest = self._scan_for(key)
+        if newest is None:
+            return None
+        return newest.record.commit_log_offset, newest.record.queue_offset
+
+    def _scan_for(self, key: str) -> StoredHalf | None:
+        newest: StoredHalf | None = None
+        offset = max(self.progress, self.store.min_offset(HALF_TOPIC, 0))
+        end = self.store.max_offset(HALF_TOPIC, 0)
+        while offset < end:
+            page = self.store.get_messages(CHECK_GROUP, HALF_TOPIC, 0, offset, _REBUILD_PAGE)
+            if page.next_begin_offset <= offset:
+                break
+            for buf in page.buffers:
+                half = decode_half(buf)
+                if half is not None and half.key == key:
+                    newest = half
+            offset = page.next_begin_offset
+        return newest
 
     # -- END_TRANSACTION ------------------------------------------------------------------
 

@@ -1,162 +1,36 @@
-"""Admin and client commands: `tidemq topic|group|consumer|message|offset|cluster ...`,
-`tidemq send` and `tidemq consume`, all over tidemq.client.admin.AdminClient.
+"""Admin commands: `tidemq topic|group|consumer|offset|cluster ...`, over
+tidemq.client.admin.AdminClient (the message commands are in message_commands.py).
 
 Every command takes `--namesrv HOST:PORT[;HOST:PORT]` (env TIDEMQ_NAMESRV) and
 `--json`; people get rich tables, programs JSON. Any failure ends with a
-one-line message and a non-zero exit.
+one-line message (a JSON object with `--json`) and a non-zero exit.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import contextlib
-import json
-import sys
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
-from typing import Any, NoReturn, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import click
 
-from tidemq.cli.output import emit, errors, fail
+from tidemq.cli.output import emit
+from tidemq.cli.plumbing import (
+    abort,
+    admin_options,
+    iso_time,
+    parse_properties,
+    parse_timestamp,
+    run_admin,
+)
 from tidemq.client.admin import (
     DEFAULT_CLUSTER,
     AdminClient,
     AdminError,
+    QueueData,
+    QueueOffset,
     QueueProgress,
-    parse_address_list,
 )
-from tidemq.common.clock import SYSTEM_CLOCK
-from tidemq.common.message import MessageExt
-from tidemq.protocol import ProtocolError
-
-DEFAULT_NAMESRV = "127.0.0.1:9876"
-
-T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-# -- shared options and plumbing ------------------------------------------------------
-
-
-def _check_namesrv(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
-    try:
-        return parse_address_list(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-def admin_options(command: F) -> F:
-    """--namesrv and --json, on every command that talks to a cluster."""
-    command = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs.")(
-        command
-    )
-    return click.option(
-        "--namesrv",
-        default=DEFAULT_NAMESRV,
-        envvar="TIDEMQ_NAMESRV",
-        show_default=True,
-        show_envvar=True,
-        callback=_check_namesrv,
-        help="Name server address(es), HOST:PORT[;HOST:PORT].",
-    )(command)
-
-
-def _abort(message: str) -> NoReturn:
-    fail(" ".join(message.split()))
-    raise click.ClickException(message)  # fail() always raises; this satisfies the checker
-
-
-def run_admin(namesrv: Sequence[str], action: Callable[[AdminClient], Awaitable[T]]) -> T:
-    """Run `action` with a connected AdminClient; any AdminError becomes a clean exit."""
-
-    async def main() -> T:
-        async with AdminClient(namesrv) as admin:
-            return await action(admin)
-
-    try:
-        return asyncio.run(main())
-    except AdminError as exc:
-        _abort(exc.message)
-    except ProtocolError as exc:  # a malformed answer the client did not expect
-        _abort(f"malformed response: {exc}")
-
-
-def _iso(ms: int) -> str:
-    if ms <= 0:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="milliseconds")
-
-
-def parse_timestamp(text: str) -> int:
-    """Epoch milliseconds from "1700000000000", "now" or ISO-8601 (local time if no zone)."""
-    value = text.strip()
-    if value.lstrip("-").isdigit():
-        return int(value)
-    if value.lower() == "now":
-        return SYSTEM_CLOCK.now_ms()
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(
-            f"{text!r} is neither epoch milliseconds nor an ISO-8601 time "
-            "(e.g. 2024-05-01T12:00:00+02:00)"
-        ) from None
-    return round(moment.timestamp() * 1000)
-
-
-def parse_properties(items: Sequence[str]) -> dict[str, str]:
-    """k=v pairs of --property into a dict."""
-    result: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--property takes KEY=VALUE, got {item!r}")
-        result[key.strip()] = value
-    return result
-
-
-def message_json(message: MessageExt) -> dict[str, Any]:
-    """A stored message for people and programs (body as text, or base64 if not UTF-8)."""
-    data: dict[str, Any] = {
-        "topic": message.topic,
-        "queue_id": message.queue_id,
-        "queue_offset": message.queue_offset,
-        "msg_id": message.unique_key or message.msg_id,
-        "offset_msg_id": message.msg_id,
-        "tags": message.tags,
-        "keys": message.keys,
-        "properties": dict(message.properties),
-        "born_timestamp": message.born_timestamp,
-        "store_timestamp": message.store_timestamp,
-        "born_host": message.born_host,
-        "store_host": message.store_host,
-        "reconsume_times": message.reconsume_times,
-        "body_size": len(message.body),
-    }
-    try:
-        data["body"] = message.body.decode("utf-8")
-    except UnicodeDecodeError:
-        data["body"] = None
-        data["body_base64"] = base64.b64encode(message.body).decode("ascii")
-    return data
-
-
-def _message_line(message: MessageExt) -> str:
-    data = message_json(message)
-    body = data["body"] if data["body"] is not None else f"<{data['body_size']} bytes>"
-    parts = [
-        f"{message.topic}/{message.queue_id}@{message.queue_offset}",
-        f"id={data['msg_id']}",
-    ]
-    if message.tags:
-        parts.append(f"tags={message.tags}")
-    if message.keys:
-        parts.append(f"keys={','.join(message.keys)}")
-    parts.append(f"body={json.dumps(body, ensure_ascii=False)}")
-    return "  ".join(parts)
-
+from tidemq.client.model import perm_text
 
 # -- topic ---------------------------------------------------------------------------
 
@@ -189,7 +63,8 @@ def topic_group() -> None:
     "message_type",
     type=click.Choice(["normal", "fifo", "delay", "transaction", "mixed"]),
     default=None,
-    help="Accept only this message type (RocketMQ 5's message.type attribute); default: any type.",
+    help="Accept only this message type (RocketMQ 5's message.type attribute). Without it "
+    "none is declared: shown as NORMAL (RocketMQ's default), every type accepted.",
 )
 @admin_options
 def topic_create(
@@ -203,7 +78,8 @@ def topic_create(
     namesrv: list[str],
     as_json: bool,
 ) -> None:
-    """Create topic NAME on every master broker of the cluster."""
+    """Create topic NAME on every master broker of the cluster (an existing topic
+    is updated to these settings, and the output says what changed)."""
     try:
         attrs = parse_properties(attributes) if attributes else None
     except ValueError as exc:
@@ -211,28 +87,70 @@ def topic_create(
     if message_type is not None:
         attrs = dict(attrs or {})
         attrs["+message.type"] = message_type.upper()
-    created = run_admin(
-        namesrv,
-        lambda a: a.create_topic(
+
+    async def create(admin: AdminClient) -> tuple[dict[str, QueueData], list[str], str]:
+        before = await admin.existing_queues(name)
+        created = await admin.create_topic(
             name,
             queues=queues,
             perm=perm,
             brokers=brokers or None,
             cluster=cluster,
             attributes=attrs,
-        ),
-    )
-    emit(
-        {
-            "topic": name,
-            "brokers": created,
-            "queues": queues,
-            "perm": perm,
-            "type": message_type.upper() if message_type else None,
-        },
-        as_json=as_json,
-        title=f"topic {name} created",
-    )
+        )
+        return before, created, await admin.topic_message_type(name)
+
+    before, created, kind = run_admin(namesrv, create)
+    after = {broker: QueueData(broker, queues, queues, perm) for broker in created}
+    change = topic_change(before, after)
+    data: dict[str, Any] = {
+        "topic": name,
+        "brokers": created,
+        "queues": queues,
+        "perm": perm if as_json else perm_text(perm),
+        "type": kind,
+    }
+    if as_json:
+        data["result"] = change.split(" ", 1)[0]
+        data["previous"] = {
+            broker: {
+                "read_queues": q.read_queue_nums,
+                "write_queues": q.write_queue_nums,
+                "perm": q.perm,
+            }
+            for broker, q in sorted(before.items())
+        } or None
+    emit(data, as_json=as_json, title=f"topic {name} {change}")
+
+
+def topic_change(before: Mapping[str, QueueData], after: Mapping[str, QueueData]) -> str:
+    """What `topic create` did: "created", "unchanged", or "updated (4 → 8
+    queues, perm RW- → R--)" for a topic that existed (RocketMQ's
+    UPDATE_AND_CREATE_TOPIC creates or updates alike)."""
+    if not before:
+        return "created"
+    kept = [broker for broker in after if broker in before]
+
+    def shown(queues: Mapping[str, QueueData], show: Callable[[QueueData], str]) -> str:
+        return "/".join(sorted({show(queues[broker]) for broker in kept}))
+
+    changes = []
+    old, new = shown(before, _queue_counts), shown(after, _queue_counts)
+    if old != new:
+        changes.append(f"{old} → {new} queues")
+    old, new = shown(before, lambda q: perm_text(q.perm)), shown(after, lambda q: perm_text(q.perm))
+    if old != new:
+        changes.append(f"perm {old} → {new}")
+    added = sorted(set(after) - set(before))
+    if added:
+        changes.append(f"now also on {', '.join(added)}")
+    return f"updated ({', '.join(changes)})" if changes else "unchanged"
+
+
+def _queue_counts(queue: QueueData) -> str:
+    if queue.read_queue_nums == queue.write_queue_nums:
+        return str(queue.write_queue_nums)
+    return f"{queue.read_queue_nums} read, {queue.write_queue_nums} write"
 
 
 @topic_group.command("update")
@@ -315,7 +233,7 @@ def topic_route(name: str, namesrv: list[str], as_json: bool) -> None:
                 "master": (broker.master or "-") if broker else "-",
                 "read_queues": queue.read_queue_nums,
                 "write_queues": queue.write_queue_nums,
-                "perm": queue.perm,
+                "perm": perm_text(queue.perm),
             }
         )
     emit(rows, as_json=False, title=f"route of {name}")
@@ -334,7 +252,7 @@ def topic_status(name: str, namesrv: list[str], as_json: bool) -> None:
             "min_offset": r.min_offset,
             "max_offset": r.max_offset,
             ("last_update_timestamp" if as_json else "last_updated"): (
-                r.last_update_timestamp if as_json else _iso(r.last_update_timestamp)
+                r.last_update_timestamp if as_json else iso_time(r.last_update_timestamp)
             ),
         }
         for r in rows
@@ -448,7 +366,7 @@ def _progress_row(row: QueueProgress, as_json: bool) -> dict[str, Any]:
         "consumer_offset": row.consumer_offset,
         "lag": row.lag,
         ("last_timestamp" if as_json else "last_consumed"): (
-            row.last_timestamp if as_json else _iso(row.last_timestamp)
+            row.last_timestamp if as_json else iso_time(row.last_timestamp)
         ),
     }
 
@@ -462,7 +380,7 @@ def consumer_progress(group: str, topic: str | None, namesrv: list[str], as_json
     rows = run_admin(namesrv, lambda a: a.consumer_progress(group, topic))
     if not rows:
         where = f" on topic {topic}" if topic else ""
-        _abort(f"group {group} has no consume progress{where} (no committed offsets)")
+        abort(f"group {group} has no consume progress{where} (no committed offsets)")
     total = sum(r.lag for r in rows)
     if as_json:
         emit(
@@ -488,23 +406,89 @@ def offset_group() -> None:
 @click.option(
     "--timestamp",
     "timestamp",
-    required=True,
-    help="Epoch milliseconds, 'now', or ISO-8601 (local time without a zone).",
+    default=None,
+    help="To the first message stored at or after this time: epoch milliseconds, 'now', "
+    "or ISO-8601 (local time without a zone).",
 )
+@click.option(
+    "--to",
+    "target",
+    default=None,
+    metavar="earliest|latest|OFFSET",
+    help="To the oldest message, to the end (skip everything stored), or to this queue "
+    "offset (in every queue, or in --queue).",
+)
+@click.option(
+    "--queue",
+    "queue_id",
+    type=click.IntRange(min=0),
+    default=None,
+    help="With --to OFFSET: only this queue id.",
+)
+@click.option("--broker", default=None, help="With --queue: only on this broker.")
 @admin_options
-def offset_reset(group: str, topic: str, timestamp: str, namesrv: list[str], as_json: bool) -> None:
-    """Move GROUP's offsets on TOPIC to the first message stored at or after --timestamp."""
+def offset_reset(
+    group: str,
+    topic: str,
+    timestamp: str | None,
+    target: str | None,
+    queue_id: int | None,
+    broker: str | None,
+    namesrv: list[str],
+    as_json: bool,
+) -> None:
+    """Move GROUP's offsets on TOPIC: by time (--timestamp) or to a place (--to)."""
+    if (timestamp is None) == (target is None):
+        raise click.UsageError("give --timestamp or --to (earliest, latest or an offset)")
+    offset = _offset_target(target)
+    if offset is None and (queue_id is not None or broker is not None):
+        raise click.UsageError("--queue and --broker go with --to OFFSET")
+    if broker is not None and queue_id is None:
+        raise click.UsageError("--broker goes with --queue")
+    if offset is not None:
+        rows = run_admin(
+            namesrv,
+            lambda a: a.reset_offset_to(group, topic, offset, queue_id=queue_id, broker=broker),
+        )
+        place = f"offset {offset}"
+    else:
+        when = _reset_time(timestamp, target)
+        rows = run_admin(namesrv, lambda a: a.reset_offset(group, topic, when))
+        place = target or (iso_time(when) if when > 0 else "the beginning")
+    _show_reset(rows, f"{group} on {topic} reset to {place}", as_json)
+
+
+def _offset_target(target: str | None) -> int | None:
+    """The queue offset of `--to OFFSET`; None for earliest, latest or no --to."""
+    if target is None or target.strip().lower() in ("earliest", "latest"):
+        return None
     try:
-        when = parse_timestamp(timestamp)
+        offset = int(target.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{target!r} is not earliest, latest or a queue offset", param_hint="--to"
+        ) from None
+    if offset < 0:
+        raise click.BadParameter(f"a queue offset is >= 0, not {offset}", param_hint="--to")
+    return offset
+
+
+def _reset_time(timestamp: str | None, target: str | None) -> int:
+    """The broker's reset time: 0 finds the earliest message, -1 the end (Java's Broker2Client)."""
+    if target is not None:
+        return 0 if target.strip().lower() == "earliest" else -1
+    try:
+        return parse_timestamp(timestamp or "")
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--timestamp") from None
-    rows = run_admin(namesrv, lambda a: a.reset_offset(group, topic, when))
+
+
+def _show_reset(rows: list[QueueOffset], title: str, as_json: bool) -> None:
     data = [{"broker": r.broker_name, "queue": r.queue_id, "offset": r.offset} for r in rows]
     if not data and not as_json:
         click.echo("no offsets were reset")
         return
-    since = _iso(when) if when > 0 else "the beginning"
-    emit(data, as_json=as_json, title=f"{group} on {topic} reset to {since}")
+    emit(data, as_json=as_json, title=title)
 
 
 # -- cluster ----------------------------------------------------------------------------
@@ -608,264 +592,13 @@ def cluster_list(namesrv: list[str], as_json: bool) -> None:
     emit(table, as_json=False, title="clusters")
 
 
-# -- messages ----------------------------------------------------------------------------
-
-
-@click.command("send")
-@click.argument("topic")
-@click.argument("body")
-@click.option("--tags", default=None, help="The message tag.")
-@click.option("--keys", default=None, help="Space-separated keys (indexed for lookups).")
-@click.option("--property", "properties", multiple=True, help="User property KEY=VALUE.")
-@click.option("--count", type=click.IntRange(1, 1_000_000), default=1, show_default=True)
-@click.option(
-    "--deliver-at",
-    default=None,
-    help="Timer message: deliver at this time (epoch ms or ISO-8601; local time if no zone).",
-)
-@click.option(
-    "--delay",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Timer message: deliver this many seconds after the broker receives it.",
-)
-@admin_options
-def send(
-    topic: str,
-    body: str,
-    tags: str | None,
-    keys: str | None,
-    properties: tuple[str, ...],
-    count: int,
-    deliver_at: str | None,
-    delay: float | None,
-    namesrv: list[str],
-    as_json: bool,
-) -> None:
-    """Send BODY to TOPIC (BODY "-" reads standard input); prints id, queue and offset,
-    and for a timer message its recall handle (for `tidemq recall`)."""
-    try:
-        user_properties = parse_properties(properties)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--property") from None
-    deliver_at_ms = None
-    if deliver_at is not None:
-        if delay is not None:
-            raise click.BadParameter("give --deliver-at or --delay, not both")
-        try:
-            deliver_at_ms = parse_timestamp(deliver_at)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--deliver-at") from None
-    payload = sys.stdin.buffer.read() if body == "-" else body.encode("utf-8")
-
-    async def send_all(admin: AdminClient) -> list[dict[str, Any]]:
-        rows = []
-        for _ in range(count):
-            try:
-                result = await admin.send(
-                    topic,
-                    payload,
-                    tags,
-                    keys,
-                    user_properties,
-                    deliver_at=deliver_at_ms,
-                    deliver_after=delay,
-                )
-            except ValueError as exc:
-                raise AdminError(str(exc), 13) from None
-            row: dict[str, Any] = {
-                "msg_id": result.msg_id,
-                "offset_msg_id": result.offset_msg_id,
-                "broker": result.broker_name,
-                "queue": result.queue_id,
-                "queue_offset": result.queue_offset,
-                "status": result.status,
-            }
-            if result.recall_handle is not None:
-                row["recall_handle"] = result.recall_handle
-            rows.append(row)
-        return rows
-
-    rows = run_admin(namesrv, send_all)
-    if as_json:
-        emit(rows, as_json=True)
-        return
-    # Plain lines rather than a table, so the ids are never cut at the terminal's width.
-    for row in rows:
-        handle = f"  recall_handle={row['recall_handle']}" if "recall_handle" in row else ""
-        click.echo(
-            f"{row['status']}  msg_id={row['msg_id']}  offset_msg_id={row['offset_msg_id']}  "
-            f"queue={row['broker']}/{row['queue']}  queue_offset={row['queue_offset']}{handle}"
-        )
-
-
-@click.command("recall")
-@click.argument("topic")
-@click.argument("handle")
-@admin_options
-def recall(topic: str, handle: str, namesrv: list[str], as_json: bool) -> None:
-    """Cancel a timer message of TOPIC before it is due (HANDLE: from `tidemq send`)."""
-    msg_id = run_admin(namesrv, lambda admin: admin.recall(topic, handle))
-    if as_json:
-        emit({"topic": topic, "msg_id": msg_id, "recalled": True}, as_json=True)
-    else:
-        click.echo(f"recalled msg_id={msg_id} of {topic}")
-
-
-@click.command("consume")
-@click.argument("topic")
-@click.option(
-    "--tags", "tags", default="*", show_default=True, help="Tag filter, e.g. 'TagA || TagB'."
-)
-@click.option("--sql", default=None, help="SQL92 filter on properties (instead of --tags).")
-@click.option("--from-beginning", is_flag=True, help="Start at the oldest message.")
-@click.option(
-    "--group",
-    default=None,
-    help="Consume as this group: start at its offsets, commit what was printed.",
-)
-@click.option(
-    "--max",
-    "max_messages",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Stop after this many messages.",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Stop after this many seconds without a message.",
-)
-@admin_options
-def consume(
-    topic: str,
-    tags: str,
-    sql: str | None,
-    from_beginning: bool,
-    group: str | None,
-    max_messages: int | None,
-    timeout: float | None,
-    namesrv: list[str],
-    as_json: bool,
-) -> None:
-    """Print messages of TOPIC as they arrive (one line each; JSON lines with --json)."""
-    if sql is not None and tags.strip() not in ("", "*"):
-        raise click.UsageError("give --tags or --sql, not both")
-
-    async def tail(admin: AdminClient) -> int:
-        count = 0
-        messages = admin.tail(
-            topic,
-            tags,
-            from_beginning=from_beginning,
-            sql=sql,
-            group=group,
-            idle_timeout=timeout,
-        )
-        async with contextlib.aclosing(messages):
-            async for message in messages:
-                if as_json:
-                    line = json.dumps(message_json(message), sort_keys=True, ensure_ascii=False)
-                else:
-                    line = _message_line(message)
-                click.echo(line)
-                sys.stdout.flush()
-                count += 1
-                if max_messages is not None and count >= max_messages:
-                    break
-        return count
-
-    try:
-        count = run_admin(namesrv, tail)
-    except KeyboardInterrupt:
-        return
-    if not as_json:
-        errors.print(f"{count} message{'s' if count != 1 else ''}", highlight=False)
-
-
-@click.group("message")
-def message_group() -> None:
-    """Look messages up."""
-
-
-@message_group.command("query")
-@click.option("--topic", default=None, help="The topic (needed with --key).")
-@click.option("--key", default=None, help="A message key (KEYS).")
-@click.option(
-    "--id",
-    "msg_id",
-    default=None,
-    help="A message id: the broker's offset id, or the client id with --topic.",
-)
-@click.option("--max", "max_num", type=click.IntRange(1, 64 * 1024), default=64, show_default=True)
-@admin_options
-def message_query(
-    topic: str | None,
-    key: str | None,
-    msg_id: str | None,
-    max_num: int,
-    namesrv: list[str],
-    as_json: bool,
-) -> None:
-    """Find messages by key (--topic T --key K) or by id (--id MSGID)."""
-    if (key is None) == (msg_id is None):
-        raise click.UsageError("give either --key (with --topic) or --id")
-    if key is not None:
-        if topic is None:
-            raise click.UsageError("--key needs --topic")
-        found_topic = topic
-        messages = run_admin(namesrv, lambda a: a.query_by_key(found_topic, key, max_num))
-        if not messages:
-            _abort(f"no message with key {key} in topic {topic}")
-        if as_json:
-            emit([message_json(m) for m in messages], as_json=True)
-            return
-        rows = [
-            {
-                "msg_id": m.unique_key or m.msg_id,
-                "offset_msg_id": m.msg_id,
-                "queue": m.queue_id,
-                "offset": m.queue_offset,
-                "tags": m.tags or "",
-                "keys": " ".join(m.keys),
-                "stored": _iso(m.store_timestamp),
-                "body": _preview(m.body),
-            }
-            for m in messages
-        ]
-        emit(rows, as_json=False, title=f"messages with key {key}")
-        return
-    if msg_id is None:  # unreachable after the checks above; narrows the type
-        raise click.UsageError("give either --key (with --topic) or --id")
-    message = run_admin(namesrv, lambda a: a.message_by_id(msg_id, topic))
-    data = message_json(message)
-    if not as_json:
-        data["born_timestamp"] = _iso(message.born_timestamp)
-        data["store_timestamp"] = _iso(message.store_timestamp)
-        data = {k: "-" if v is None else v for k, v in data.items()}
-    emit(data, as_json=as_json, title=f"message {msg_id}")
-
-
-def _preview(body: bytes, limit: int = 60) -> str:
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return f"<{len(body)} bytes>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 ADMIN_COMMANDS: tuple[click.Command, ...] = (
     topic_group,
     group_group,
     consumer_group,
     offset_group,
-    message_group,
     cluster_group,
-    send,
-    recall,
-    consume,
 )
 """Everything this module adds to the `tidemq` group."""
 
-__all__ = ["ADMIN_COMMANDS", "message_json", "parse_properties", "parse_timestamp"]
+__all__ = ["ADMIN_COMMANDS", "topic_change"]

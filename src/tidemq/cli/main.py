@@ -3,17 +3,62 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
-from tidemq import __version__
 from tidemq.cli.admin_commands import ADMIN_COMMANDS
 from tidemq.cli.cert_command import cert
+from tidemq.cli.message_commands import MESSAGE_COMMANDS
+from tidemq.cli.output import JsonReported, json_reported
 from tidemq.cli.server_commands import SERVER_COMMANDS
 from tidemq.cli.store_commands import store_group
+from tidemq.common.version import __version__
 
 
-@click.group()
+def wants_json(args: Sequence[str]) -> bool:
+    """True when `--json` is among the options (before any `--`)."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
+class JsonErrors(click.Group):
+    """A group whose commands, given `--json`, report any failure (a server's
+    refusal or a bad argument) as one JSON object on stdout, with the same
+    exit code, so that programs never have to parse an English line."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        as_json = wants_json(args)
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as exc:
+            raise (json_reported(exc) if as_json else exc) from None
+        ctx.meta["tidemq.json_errors"] = as_json
+        return ctx
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except JsonReported:
+            raise
+        except click.ClickException as exc:
+            if ctx.meta.get("tidemq.json_errors"):
+                raise json_reported(exc) from None
+            raise
+
+
+@click.group(cls=JsonErrors)
 @click.version_option(__version__, prog_name="tidemq")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the servers and store do.")
 def cli(verbose: bool) -> None:
@@ -24,7 +69,7 @@ def cli(verbose: bool) -> None:
     )
 
 
-for command in (*SERVER_COMMANDS, cert, *ADMIN_COMMANDS, store_group):
+for command in (*SERVER_COMMANDS, cert, *ADMIN_COMMANDS, *MESSAGE_COMMANDS, store_group):
     cli.add_command(command)
 
 

@@ -14,6 +14,10 @@ flushed, for scripts and tests to wait on:
 Port 0 picks a free port; the ready line shows the real one. `grpc=` is
 there when the RocketMQ 5 gRPC endpoint is served (serve: port 8081 unless
 --no-grpc; broker: with --grpc-port or the config's grpc_port).
+
+After a signal, once everything has shut down, one last line says so:
+
+    tidemq stopped signal=SIGTERM                                       (or SIGINT)
 """
 
 from __future__ import annotations
@@ -32,11 +36,11 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from tidemq import __version__
 from tidemq.broker.config import BrokerConfig
 from tidemq.cli.defaults import default_data_dir
 from tidemq.cli.limits import raise_open_files_limit
 from tidemq.cli.output import console, fail
+from tidemq.common.version import __version__
 from tidemq.store.config import FlushMode
 
 # The servers are imported when a server command runs, so that the admin
@@ -59,26 +63,39 @@ def _ready(**addresses: str) -> None:
     sys.stdout.flush()
 
 
+def _stopped(signal_name: str) -> None:
+    sys.stdout.write(f"tidemq stopped signal={signal_name}\n")
+    sys.stdout.flush()
+
+
 @contextlib.asynccontextmanager
 async def _stop_signals() -> AsyncIterator[asyncio.Event]:
-    """An event set by the first SIGINT/SIGTERM; handlers removed on exit."""
+    """An event set by the first SIGINT/SIGTERM; handlers removed on exit, and
+    the "stopped" line printed then if a signal ended the run (not an error)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    received: list[str] = []
 
     def on_signal(signum: int) -> None:
+        name = signal.Signals(signum).name
         if stop.is_set():
-            log.warning("%s again: already shutting down", signal.Signals(signum).name)
+            log.warning("%s again: already shutting down", name)
             return
-        log.info("%s: shutting down", signal.Signals(signum).name)
+        log.info("%s: shutting down", name)
+        received.append(name)
         stop.set()
 
     for signum in _STOP_SIGNALS:
         loop.add_signal_handler(signum, on_signal, signum)
+    stopped_cleanly = False
     try:
         yield stop
+        stopped_cleanly = True
     finally:
         for signum in _STOP_SIGNALS:
             loop.remove_signal_handler(signum)
+    if stopped_cleanly and received:
+        _stopped(received[0])
 
 
 async def _start(what: str, address: str, start: Callable[[], Awaitable[Any]]) -> None:
@@ -222,8 +239,8 @@ async def _serve(
     flush: FlushMode,
     overrides: dict[str, Any],
 ) -> None:
-    from tidemq.broker.app import Broker
     from tidemq.namesrv.app import NameServer
+    from tidemq.server.broker import Broker
 
     async with _stop_signals() as stop:
         namesrv = NameServer(host=host, port=namesrv_port)
@@ -357,7 +374,7 @@ def broker(
 
 
 async def _broker(config: BrokerConfig) -> None:
-    from tidemq.broker.app import Broker
+    from tidemq.server.broker import Broker
 
     async with _stop_signals() as stop:
         server = Broker(config)

@@ -21,7 +21,12 @@ from tidemq.protocol import ProtocolError, RemotingCommand, ResponseCode
 from tidemq.protocol.codes import response_code_name
 from tidemq.protocol.message_codec import decode_records
 from tidemq.transport.client import RemotingClient
-from tidemq.transport.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
+from tidemq.transport.errors import (
+    RemotingConnectError,
+    RemotingError,
+    RemotingForeignProtocolError,
+    RemotingTimeoutError,
+)
 
 __all__ = ["TRANSPORT_CODES", "AdminError", "ClientError", "call", "first_answer"]
 
@@ -54,6 +59,8 @@ async def call(
             f"the {role} at {address} did not answer within {timeout:g} s",
             ResponseCode.RPC_TIME_OUT,
         ) from exc
+    except RemotingForeignProtocolError as exc:
+        raise error(foreign_peer(address, exc.protocol, role), ResponseCode.RPC_UNKNOWN) from exc
     except (RemotingError, ProtocolError, OSError) as exc:
         raise error(
             f"request to the {role} at {address} failed ({first_line(str(exc)) or exc!r})",
@@ -134,6 +141,22 @@ def first_line(text: str | None) -> str:
 
 def remark(response: RemotingCommand) -> str:
     return first_line(response.remark) or f"request failed: {response_code_name(response.code)}"
+
+
+_DEFAULT_PORTS = {"name server": 9876, "broker": 10911}
+_PEER_KINDS = {
+    "HTTP/2": "a gRPC (HTTP/2) endpoint",
+    "HTTP/1.x": "an HTTP server",
+    "TLS": "a TLS server",
+}
+
+
+def foreign_peer(address: str, protocol: str, role: str) -> str:
+    """What to say when `address`, asked as a `role`, spoke another protocol."""
+    kind = _PEER_KINDS.get(protocol, f"a {protocol} server")
+    port = _DEFAULT_PORTS.get(role)
+    usual = f" (tidemq's {role} listens on port {port} unless told otherwise)" if port else ""
+    return f"{address} is {kind}, not a {role}: it does not speak RocketMQ remoting{usual}"
 
 
 def connect_reason(exc: BaseException) -> str:

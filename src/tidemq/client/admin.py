@@ -19,12 +19,16 @@ server and broker.
     send                 310 SEND_MESSAGE_V2                          master of a round-robin queue
     tail                 30 GET_MAX_OFFSET / 14 QUERY_CONSUMER_OFFSET, 11 PULL_MESSAGE (long
                          polling), 15 UPDATE_CONSUMER_OFFSET when a group is given
-    query_by_key         12 QUERY_MESSAGE                             masters serving the topic
+    find_by_key          12 QUERY_MESSAGE, paged (_key_query.py)      masters serving the topic
     view_by_id           33 VIEW_MESSAGE_BY_ID                        the broker named in the id
     reset_offset         222 INVOKE_BROKER_TO_RESET_OFFSET            masters serving the topic
+    reset_offset_to      222 with queueId and offset, once per queue  masters serving the topic
+    topic_message_type   21 GET_ALL_TOPIC_CONFIG                      masters serving the topic
     broker_runtime_stats 28 GET_BROKER_RUNTIME_INFO                   one broker
 
-Name-server calls try each configured name server in turn until one answers.
+Name-server calls try each configured name server in turn until one answers;
+one that answers REQUEST_CODE_NOT_SUPPORTED is asked what it is (_peer.py), so
+that a broker given as the name server is named as such.
 Every failure surfaces as one AdminError carrying a readable one-line message
 and a code: the response code and first remark line a server sent, or a
 client-side code (ResponseCode.RPC_*) when no answer came.
@@ -44,6 +48,8 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 from tidemq.client._base import AsyncClient
+from tidemq.client._key_query import PAGE_SIZE, KeyQueryResult, Page, merge, search_pages
+from tidemq.client._peer import not_a_name_server
 from tidemq.client._recall import recall_answer, recall_request
 from tidemq.client._send import (
     DEFAULT_TOPIC_QUEUE_NUMS,
@@ -89,7 +95,11 @@ from tidemq.client.model import (
 from tidemq.client.timing import DeliverAfter, DeliverAt
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MessageExt, MessageQueue
-from tidemq.common.message_id import UniqueIdGenerator, decode_offset_message_id
+from tidemq.common.message_id import (
+    UniqueIdGenerator,
+    decode_offset_message_id,
+    offset_message_id_address,
+)
 from tidemq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
 from tidemq.protocol.admin_headers import (
     GetConsumeStatsRequestHeader,
@@ -97,6 +107,7 @@ from tidemq.protocol.admin_headers import (
     TopicRequestHeader,
 )
 from tidemq.protocol.headers import (
+    QUERY_BELOW_OFFSET,
     CreateTopicRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
@@ -120,6 +131,7 @@ __all__ = [
     "BrokerData",
     "ClusterInfo",
     "GroupConfig",
+    "KeyQueryResult",
     "QueueData",
     "QueueOffset",
     "QueueProgress",
@@ -201,7 +213,15 @@ class AdminClient(AsyncClient):
         self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b""
     ) -> RemotingCommand:
         async def attempt(address: str) -> RemotingCommand:
-            return await self._call(address, code, ext_fields, body, role="name server")
+            response = await self._call(address, code, ext_fields, body, role="name server")
+            if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                raise AdminError(
+                    await not_a_name_server(
+                        address, response, lambda probe: self._call(address, probe)
+                    ),
+                    response.code,
+                )
+            return response
 
         _, response = await first_answer(self._namesrv, attempt, AdminError)
         return response
@@ -310,6 +330,29 @@ class AdminClient(AsyncClient):
         expected = {b: QueueData(b, queues, queues, perm) for b in masters}
         await self._await_route(name, expected)
         return list(masters)
+
+    async def existing_queues(self, name: str) -> dict[str, QueueData]:
+        """The queues topic `name` has on each broker now; {} when it does not exist."""
+        try:
+            route = await self.topic_route(name)
+        except AdminError as exc:
+            if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                return {}
+            raise
+        return {queue.broker_name: queue for queue in route.queue_datas}
+
+    async def topic_message_type(self, name: str) -> str:
+        """The message type topic `name` accepts (RocketMQ 5's `message.type`
+        attribute) as its brokers hold it: NORMAL when none is declared, as
+        Java's TopicConfig.getTopicMessageType; the types, "/"-joined, when
+        brokers disagree."""
+        configs = await self._topic_configs((await self.topic_route(name)).masters(), name)
+        kinds = set()
+        for config in configs.values():
+            attributes = config.get("attributes")
+            declared = attributes.get("message.type") if isinstance(attributes, dict) else None
+            kinds.add(str(declared or "NORMAL").upper())
+        return "/".join(sorted(kinds)) or "NORMAL"
 
     async def _topic_configs(self, masters: Mapping[str, str], topic: str) -> dict[str, Any]:
         responses = await self._each(masters, RequestCode.GET_ALL_TOPIC_CONFIG)
@@ -514,7 +557,8 @@ class AdminClient(AsyncClient):
         return sorted(rows, key=lambda r: (r.topic, r.broker_name, r.queue_id))
 
     async def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> list[QueueOffset]:
-        """Move `group`'s offsets on `topic` to the first message stored at/after the time."""
+        """Move `group`'s offsets on `topic` to the first message stored at/after the
+        time: 0 is the earliest message, -1 the end of each queue (as Java's Broker2Client)."""
         masters = (await self.topic_route(topic)).masters()
         header = encode_header(
             ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms)
@@ -523,13 +567,57 @@ class AdminClient(AsyncClient):
         for broker, response in (
             await self._each(masters, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
         ).items():
-            document = decode_body(check(response), "reset offset")
-            for key, value in (document.get("offsetTable") or {}).items():
-                queue = self._queue_of(key, topic, broker)
-                rows.append(
-                    QueueOffset(queue.topic, queue.broker_name, queue.queue_id, as_int(value))
-                )
+            rows += self._reset_rows(check(response), topic, broker)
         return sorted(rows, key=lambda r: (r.broker_name, r.queue_id))
+
+    async def reset_offset_to(
+        self,
+        group: str,
+        topic: str,
+        offset: int,
+        *,
+        queue_id: int | None = None,
+        broker: str | None = None,
+    ) -> list[QueueOffset]:
+        """Move `group`'s offset of every queue of `topic` (or only of queue
+        `queue_id`, on `broker` or on every broker) to `offset`: one
+        INVOKE_BROKER_TO_RESET_OFFSET with queueId and offset per queue, as
+        Java's resetOffsetByQueueId. A tidemq broker keeps the offset within the
+        queue (at most its max offset); a Java broker refuses one outside it."""
+        route = await self.topic_route(topic)
+        masters = route.masters()
+        if broker is not None and broker not in masters:
+            raise AdminError(
+                f"broker {broker} serves no queue of {topic}", ResponseCode.BROKER_NOT_EXIST
+            )
+        rows: list[QueueOffset] = []
+        for queue in route.queue_datas:
+            address = masters.get(queue.broker_name)
+            if address is None or broker not in (None, queue.broker_name):
+                continue
+            if queue_id is not None and queue_id >= queue.read_queue_nums:
+                raise AdminError(
+                    f"{topic} has {queue.read_queue_nums} queues on {queue.broker_name}: "
+                    f"no queue {queue_id}",
+                    ResponseCode.INVALID_PARAMETER,
+                )
+            for qid in range(queue.read_queue_nums) if queue_id is None else (queue_id,):
+                header = ResetOffsetRequestHeader(
+                    topic=topic, group=group, timestamp=0, queue_id=qid, offset=offset
+                )
+                response = await self._call(
+                    address, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, encode_header(header)
+                )
+                rows += self._reset_rows(check(response), topic, queue.broker_name)
+        return sorted(rows, key=lambda r: (r.broker_name, r.queue_id))
+
+    def _reset_rows(self, response: RemotingCommand, topic: str, broker: str) -> list[QueueOffset]:
+        document = decode_body(response, "reset offset")
+        rows = []
+        for key, value in (document.get("offsetTable") or {}).items():
+            queue = self._queue_of(key, topic, broker)
+            rows.append(QueueOffset(queue.topic, queue.broker_name, queue.queue_id, as_int(value)))
+        return rows
 
     async def broker_runtime_stats(self, address: str) -> dict[str, str]:
         """The broker's KVTable of runtime figures (GET_BROKER_RUNTIME_INFO)."""
@@ -634,36 +722,78 @@ class AdminClient(AsyncClient):
         except ClientError as exc:
             raise AdminError(exc.message, exc.code) from None
 
+    async def find_by_key(self, topic: str, key: str, max_num: int = 64) -> KeyQueryResult:
+        """The newest `max_num` messages of `topic` whose KEYS hold `key`, oldest
+        first, paging through each broker's index; the result says whether more
+        matched (`cut`) and whether some may be missing (`incomplete`)."""
+        masters = (await self.topic_route(topic)).masters()
+
+        def wanted(message: MessageExt) -> bool:
+            return message.topic == topic and key in message.keys
+
+        def page_of(address: str) -> Page:
+            async def page(end_ms: int, below: int) -> tuple[list[MessageExt], bool]:
+                return await self._query_page(address, topic, key, end_ms, below)
+
+            return page
+
+        results = await asyncio.gather(
+            *(
+                search_pages(page_of(address), wanted, max_num, MAX_QUERY_END)
+                for address in masters.values()
+            )
+        )
+        return merge(results, max_num)
+
     async def query_by_key(
         self, topic: str, key: str, max_num: int = 32, *, unique: bool = False
     ) -> list[MessageExt]:
-        """Messages of `topic` whose KEYS (or, with `unique`, UNIQ_KEY) holds `key`."""
+        """Messages of `topic` whose KEYS (or, with `unique`, UNIQ_KEY) holds `key`,
+        oldest first: the newest `max_num` (see find_by_key)."""
+        if not unique:
+            return (await self.find_by_key(topic, key, max_num)).messages
         masters = (await self.topic_route(topic)).masters()
+        found: dict[tuple[str, int], MessageExt] = {}
+        for address in masters.values():
+            header = self._query_header(topic, key, max_num, MAX_QUERY_END, unique=True)
+            records, _ = await self._query(address, header)
+            for message in records:
+                if message.topic == topic and message.unique_key == key:
+                    found[(message.store_host, message.commit_log_offset)] = message
+        return sorted(found.values(), key=lambda m: (m.store_timestamp, m.msg_id))[:max_num]
+
+    async def _query_page(
+        self, address: str, topic: str, key: str, end_ms: int, below: int
+    ) -> tuple[list[MessageExt], bool]:
+        """One page of a key query (see _key_query.py): records, and whether the
+        broker applied the cursor `below`."""
+        header = self._query_header(topic, key, PAGE_SIZE, end_ms)
+        header[QUERY_BELOW_OFFSET] = str(below)
+        return await self._query(address, header)
+
+    @staticmethod
+    def _query_header(
+        topic: str, key: str, max_num: int, end_ms: int, *, unique: bool = False
+    ) -> dict[str, str]:
         header = encode_header(
             QueryMessageRequestHeader(
-                topic=topic,
-                key=key,
-                max_num=max_num,
-                begin_timestamp=0,
-                end_timestamp=MAX_QUERY_END,
+                topic=topic, key=key, max_num=max_num, begin_timestamp=0, end_timestamp=end_ms
             )
         )
         header[UNIQUE_KEY_QUERY_FLAG] = "true" if unique else "false"
-        found: dict[tuple[str, int], MessageExt] = {}
-        for address in masters.values():
-            response = await self._call(
-                address, RequestCode.QUERY_MESSAGE, header, timeout=self._timeout * 3
-            )
-            if response.code == ResponseCode.QUERY_NOT_FOUND:
-                continue
-            check(response)
-            for message in decode_messages(response.body, address):
-                if message.topic != topic:
-                    continue
-                matched = message.unique_key == key if unique else key in message.keys
-                if matched:
-                    found[(message.store_host, message.commit_log_offset)] = message
-        return sorted(found.values(), key=lambda m: (m.store_timestamp, m.msg_id))
+        return header
+
+    async def _query(self, address: str, header: dict[str, str]) -> tuple[list[MessageExt], bool]:
+        """One QUERY_MESSAGE: the records the broker found (unchecked), [] for
+        none; and whether it echoed the paging cursor."""
+        response = await self._call(
+            address, RequestCode.QUERY_MESSAGE, header, timeout=self._timeout * 3
+        )
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return [], False
+        records = decode_messages(check(response).body, address)
+        cursor = header.get(QUERY_BELOW_OFFSET)
+        return records, cursor is not None and response.ext_fields.get(QUERY_BELOW_OFFSET) == cursor
 
     async def view_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
         """The message with offset message id `msg_id` (store host + commit log offset)."""
@@ -685,31 +815,37 @@ class AdminClient(AsyncClient):
         return message
 
     async def message_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
-        """Look a message up by either id, as `mqadmin queryMsgById` does.
+        """Look a message up by either of its ids.
 
-        An offset id naming a known broker is viewed there; otherwise, with a
-        topic, the id is looked up as a client id (UNIQ_KEY) in the index.
+        An offset message id (the broker's: its address and the commit-log
+        offset) is viewed at the broker it names, with or without a topic. Any
+        other id is a client id (UNIQ_KEY, the `msg_id` of a send result): only
+        a topic's index finds it, as Java's `queryMsgById` does with a topic
+        (DefaultMQAdminExtImpl.viewMessage falls back to queryMessageByUniqKey).
         """
         msg_id = msg_id.strip()
+        if not msg_id:
+            raise AdminError("the message id is empty", ResponseCode.INVALID_PARAMETER)
+        address = offset_message_id_address(msg_id)
         view_error: AdminError | None = None
-        try:
-            host, port, _ = decode_offset_message_id(msg_id)
-        except ValueError:
-            raise AdminError(
-                f"{msg_id} is not a message id", ResponseCode.INVALID_PARAMETER
-            ) from None
-        known = set((await self.cluster_info()).masters().values())
-        if f"{host}:{port}" in known:
+        if address is not None:
             try:
                 return await self.view_by_id(msg_id, topic)
             except AdminError as exc:
                 view_error = exc
         if topic is None:
             if view_error is not None:
-                raise view_error
+                raise AdminError(
+                    f"{msg_id} reads as an offset message id of the broker at {address}, "
+                    f"which could not show it ({view_error.message}); if it is a client "
+                    "id (the msg_id a send prints), give its topic (--topic)",
+                    view_error.code,
+                )
             raise AdminError(
-                f"{msg_id} names no known broker; give the topic to look it up as a client id",
-                ResponseCode.NO_MESSAGE,
+                f"{msg_id} is a client message id (UNIQ_KEY, the msg_id a send prints): "
+                "only its topic's index can find it; give the topic (--topic), or look "
+                "it up by its offset_msg_id",
+                ResponseCode.INVALID_PARAMETER,
             )
         found = await self.query_by_key(topic, msg_id, 32, unique=True)
         if found:

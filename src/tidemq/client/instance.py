@@ -39,6 +39,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from tidemq.client._peer import not_a_name_server
 from tidemq.client._wire import (
     call,
     check,
@@ -324,7 +325,13 @@ class ClientInstance:
         rotated = [self._namesrv[(start + step) % count] for step in range(count)]
 
         async def attempt(address: str) -> RemotingCommand:
-            return await self.invoke(address, code, ext_fields, body, role="name server")
+            response = await self.invoke(address, code, ext_fields, body, role="name server")
+            if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:  # a broker, maybe
+                said = await not_a_name_server(
+                    address, response, lambda probe: self.invoke(address, probe)
+                )
+                raise ClientError(said, response.code)
+            return response
 
         step, response = await first_answer(rotated, attempt)
         self._namesrv_index = (start + step) % count
@@ -496,10 +503,17 @@ class ClientInstance:
         if not masters:
             raise ClientError(f"topic {topic} has no broker", ResponseCode.BROKER_NOT_EXIST)
         address = random.choice(list(masters.values()))
-        header = GetConsumerListByGroupRequestHeader(consumer_group=group)
-        response = await self.invoke(
-            address, RequestCode.GET_CONSUMER_LIST_BY_GROUP, encode_header(header)
-        )
+        header = encode_header(GetConsumerListByGroupRequestHeader(consumer_group=group))
+        response = await self.invoke(address, RequestCode.GET_CONSUMER_LIST_BY_GROUP, header)
+        if response.code != ResponseCode.SUCCESS and group in self._consumers:
+            # The broker has not heard of this client yet: the topic's route came
+            # after the last heartbeat went out (a consumer started right after
+            # its topic was created). Java's broker says "no consumer for this
+            # group" (ConsumerManageProcessor); say hello, then ask again.
+            await self._quietly(
+                self.invoke(address, RequestCode.HEART_BEAT, None, self.heartbeat_data().encode())
+            )
+            response = await self.invoke(address, RequestCode.GET_CONSUMER_LIST_BY_GROUP, header)
         if response.code != ResponseCode.SUCCESS:
             raise ClientError(response.remark or f"no consumer list for {group}", response.code)
         document = decode_body(response, "consumer list")

@@ -18,6 +18,15 @@ PERM_INHERIT = 1
 """Only the TBW102 template route carries it: topics may be created from it."""
 
 
+def perm_text(perm: int) -> str:
+    """Permission bits as Java's PermName.perm2String shows them: 6 -> "RW-"."""
+    return (
+        ("R" if perm & PERM_READ else "-")
+        + ("W" if perm & PERM_WRITE else "-")
+        + ("X" if perm & PERM_INHERIT else "-")
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerData:
     cluster: str

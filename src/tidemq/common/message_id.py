@@ -81,6 +81,20 @@ def decode_offset_message_id(msg_id: str) -> tuple[str, int, int]:
     return host_text(raw[:ip_len]), port, offset
 
 
+def offset_message_id_address(msg_id: str) -> str | None:
+    """ "host:port" of the broker an offset message id names; None when `msg_id`
+    cannot be one: not 32 or 56 hex digits, or a port outside 1..65535 (a
+    unique id read this way puts its pid and salt where the port goes, which
+    is out of range unless the pid's low 16 bits are 0)."""
+    try:
+        host, port, offset = decode_offset_message_id(msg_id)
+    except ValueError:
+        return None
+    if not 0 < port < 65536 or offset < 0:
+        return None
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 # -- unique (client) ids ------------------------------------------------------
 
 

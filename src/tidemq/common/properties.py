@@ -143,6 +143,7 @@ SYSTEM_KEYS: frozenset[str] = frozenset(
         CLUSTER,
         MESSAGE_TYPE,
         INNER_MULTI_QUEUE_OFFSET,
+        TIMER_DELAY_MS,
         TIMER_DELAY_SEC,
         TIMER_DELIVER_MS,
         TIMER_ENQUEUE_MS,

@@ -6,13 +6,15 @@ group as `__SHARDINGKEY`, the delivery time as TIMER_DELIVER_MS, TRAN_MSG and
 PGROUP for a half message), so every broker rule applies once; a stored
 record becomes a delivered `Message` with what the official clients need
 (body encoding IDENTITY, an MD5 digest, a receipt handle, delivery attempt
->= 1). Broker refusals map to v2 `Code`s here.
+>= 1). Broker refusals map to v2 `Code`s here, and where the Java proxy has
+a text for a refusal, the status carries that text: clients match on it.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -20,48 +22,33 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
+from tidemq.broker.groups import SYSTEM_GROUP_PREFIX
 from tidemq.broker.pop.api import ReceiptHandleError
 from tidemq.broker.requests import BrokerError
+from tidemq.broker.topics import is_system_topic
 from tidemq.common import properties as props
 from tidemq.common.message import MessageExt
 from tidemq.common.message_id import decode_offset_message_id
-from tidemq.common.names import validate_group_name, validate_topic_name
+from tidemq.common.names import ALLOWED, GROUP_MAX_LENGTH, TOPIC_MAX_LENGTH
 from tidemq.protocol.codes import ResponseCode
+from tidemq.timer import TIMER_SOURCE_OFFSET
 
 Code = pb.Code
 MessageType = pb.MessageType
 
-SYSTEM_KEYS = frozenset(
-    {
-        props.TAGS,
-        props.KEYS,
-        props.UNIQ_KEY,
-        props.SHARDING_KEY,
-        props.TIMER_DELIVER_MS,
-        props.TRAN_MSG,
-        props.PGROUP,
-        props.RETRY_TOPIC,
-        props.RECONSUME_TIME,
-        props.ORIGIN_MESSAGE_ID,
-        props.MAX_RECONSUME_TIMES,
-        props.REAL_TOPIC,
-        props.REAL_QID,
-        props.WAIT,
-        props.DELAY,
-        "CLUSTER",
-        "MIN_OFFSET",
-        "MAX_OFFSET",
-        "TIMER_ENQUEUE_MS",
-        "TIMER_DEQUEUE_MS",
-        "TIMER_SOURCE_OFFSET",
-        "TIMER_OUT_MS",
-        "TRAN_PREPARED_QUEUE_OFFSET",
-        "TRANSACTION_CHECK_TIMES",
-        "__STARTDELIVERTIME",
-        "BORN_HOST",
-    }
-)
-"""Properties the broker or the v2 system properties own; the rest are user properties."""
+SYSTEM_KEYS = props.SYSTEM_KEYS | {TIMER_SOURCE_OFFSET}
+"""Property names that are not user properties: RocketMQ's
+`MessageConst.STRING_HASH_SET` exactly (the proxy refuses them in a sent
+message's user_properties, SendMessageActivity.java:207-210, and leaves them
+out of a delivered one's, GrpcConverter.java:108-119), plus tidemq's own
+timer bookkeeping, which a RocketMQ broker never stores."""
+
+FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+"""FAQUrl.DEFAULT_FAQ_URL, which RocketMQ appends to its client exceptions' texts."""
+
+_LEGAL_NAME = re.compile(ALLOWED)
+_SHOWN = 255
+"""A refused name is shown up to this long (Java shows it whole)."""
 
 
 class ConvertError(Exception):
@@ -73,8 +60,22 @@ class ConvertError(Exception):
         self.message = message
 
 
-def status(code: int = Code.OK, message: str = "OK") -> pb.Status:
-    return pb.Status(code=code, message=message)
+def status(code: int = Code.OK, message: str | None = None) -> pb.Status:
+    """A v2 status; the text defaults to the code's name, as the proxy's
+    ResponseBuilder.buildStatus(code, code.name()) does."""
+    return pb.Status(code=code, message=Code.Name(code) if message is None else message)
+
+
+def topic_not_found(topic: str) -> ConvertError:
+    """TOPIC_NOT_FOUND with the proxy's text for a topic without a route: the
+    message of its MQClientException(TOPIC_NOT_EXIST = 17, ...)
+    (TopicRouteService.java:207-213, MQClientException.java:33-38,
+    FAQUrl.java:62-75; ResponseBuilder.java:75-77 answers it whole)."""
+    return ConvertError(
+        Code.TOPIC_NOT_FOUND,
+        f"CODE: 17  DESC: No topic route info in name server for the topic: {topic}\n"
+        f"For more information, please visit the url, {FAQ_URL}",
+    )
 
 
 def millis_of(timestamp: Timestamp) -> int:
@@ -111,13 +112,19 @@ def message_type_of(message: pb.Message) -> int:
 def send_properties(message: pb.Message, producer_group: str) -> dict[str, str]:
     """The remoting properties of a v2 message (what the broker stores)."""
     system = message.system_properties
-    properties = {k: v for k, v in message.user_properties.items() if k not in SYSTEM_KEYS}
+    properties = dict(message.user_properties)
+    for key in properties:
+        if key in SYSTEM_KEYS:
+            raise ConvertError(
+                Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {key}"
+            )
     if system.HasField("tag") and system.tag:
         properties[props.TAGS] = system.tag
     if system.keys:
         properties[props.KEYS] = props.KEY_SEPARATOR.join(system.keys)
-    if system.message_id:
-        properties[props.UNIQ_KEY] = system.message_id
+    if not system.message_id.strip():
+        raise ConvertError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
+    properties[props.UNIQ_KEY] = system.message_id
     kind = message_type_of(message)
     if kind == MessageType.FIFO:
         if not system.message_group:
@@ -154,14 +161,12 @@ def send_properties(message: pb.Message, producer_group: str) -> dict[str, str]:
     return properties
 
 
-def encode_transaction_id(offset_msg_id: str, queue_offset: int, message_id: str) -> str:
-    """What EndTransaction needs to find the half message, as one opaque text."""
-    raw = f"{offset_msg_id} {queue_offset} {message_id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_transaction_id(text: str) -> tuple[int, int, str]:
-    """(commit-log offset, queue offset, message id); ConvertError if forged."""
+def decode_legacy_transaction_id(text: str) -> tuple[int, int, str]:
+    """(commit-log offset, queue offset, message id) of a transaction id in
+    the private form tidemq answered before it answered the UNIQ_KEY
+    (base64url of "<offset msg id> <queue offset> <message id>"), so that a
+    transaction begun before an upgrade can still be ended after it.
+    ConvertError for anything else (a UNIQ_KEY among them)."""
     try:
         padded = text + "=" * (-len(text) % 4)
         offset_msg_id, queue_offset, message_id = (
@@ -292,16 +297,59 @@ def _resources(message: Any) -> Iterator[tuple[str, str]]:
                 yield from _resources(item)
 
 
+def _shown(name: str) -> str:
+    return name if len(name) <= _SHOWN else name[:_SHOWN] + "..."
+
+
+def topic_problem(topic: str) -> str | None:
+    """Why the proxy refuses `topic`, in its words (Validators.checkTopic,
+    Validators.java:95-110, and GrpcValidator.validateTopic,
+    GrpcValidator.java:54-63), or None."""
+    if not topic.strip():
+        return "The specified topic is blank"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
+    if _LEGAL_NAME.fullmatch(topic) is None:
+        return (
+            f"The specified topic[{_shown(topic)}] contains illegal characters, "
+            f"allowing only {ALLOWED}"
+        )
+    if is_system_topic(topic):
+        return "cannot access system topic"
+    return None
+
+
+def group_problem(group: str) -> str | None:
+    """Why the proxy refuses consumer group `group`, in its words
+    (Validators.checkGroup, Validators.java:50-64, and
+    GrpcValidator.validateConsumerGroup, GrpcValidator.java:69-78), or None."""
+    if not group.strip():
+        return "the specified group is blank"
+    if len(group) > GROUP_MAX_LENGTH:
+        return (
+            f"the specified group[{_shown(group)}] is longer than group max length: "
+            f"{GROUP_MAX_LENGTH}."
+        )
+    if _LEGAL_NAME.fullmatch(group) is None:
+        return (
+            f"the specified group[{_shown(group)}] contains illegal characters, "
+            f"allowing only {ALLOWED}"
+        )
+    if group.startswith(SYSTEM_GROUP_PREFIX):
+        return "cannot use system consumer group"
+    return None
+
+
 def name_problem(request: Any) -> tuple[int, str] | None:
     """ILLEGAL_TOPIC / ILLEGAL_CONSUMER_GROUP and the reason for a request that
-    names a topic or group the broker refuses (the proxy's GrpcValidator)."""
+    names a topic or group the proxy refuses (its GrpcValidator)."""
     for kind, name in _resources(request):
         if kind == "topic":
-            problem = validate_topic_name(name)
+            problem = topic_problem(name)
             if problem is not None:
                 return Code.ILLEGAL_TOPIC, problem
         else:
-            problem = validate_group_name(name)
+            problem = group_problem(name)
             if problem is not None:
                 return Code.ILLEGAL_CONSUMER_GROUP, problem
     return None

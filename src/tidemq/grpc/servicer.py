@@ -7,6 +7,9 @@ in `shared/design/protocol-grpc.md`: routes echo the client's endpoints and
 always contain queue 0; the client's queue choice is a hint (a FIFO message
 goes to the queue its group hashes to, others round-robin); receives pop
 from every queue of the topic; long polls end before the client's deadline.
+Where the Java proxy answers a refusal with a text of its own, the status
+carries that text (clients match on some), and it checks what it checks
+before the broker does (an expired receipt handle, a blank transaction id).
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ from rocketmq.grpc_protocol import service_pb2_grpc
 from tidemq.broker.pop.api import (
     ALL_QUEUES,
     MAX_INVISIBLE_MS,
-    MIN_RECEIVE_INVISIBLE_MS,
     PopHooks,
     PopRequest,
+    ReceiptHandleError,
 )
+from tidemq.broker.pop.receipts import parse_receipt_handle
 from tidemq.broker.requests import BrokerError, PullRequest, SendRequest
 from tidemq.broker.service import BrokerService
 from tidemq.broker.topics import is_readable, is_writeable
@@ -40,15 +44,15 @@ from tidemq.grpc.convert import (
     ConvertError,
     MessageType,
     code_for,
-    decode_transaction_id,
+    decode_legacy_transaction_id,
     delivered_message,
     duration_ms,
-    encode_transaction_id,
     millis_of,
     name_problem,
     send_properties,
     status,
     timestamp_of,
+    topic_not_found,
 )
 from tidemq.grpc.telemetry import TelemetryConnection, TelemetrySession, settings_reply
 from tidemq.protocol.codes import ResponseCode
@@ -74,6 +78,20 @@ def _client_id(context: grpc.aio.ServicerContext[Any, Any]) -> str:
         if key == CLIENT_ID_HEADER:
             return str(value)
     return ""
+
+
+def invisible_problem(invisible_ms: int, min_ms: int) -> None:
+    """ILLEGAL_INVISIBLE_TIME in the proxy's words for an invisible time out of
+    [min_ms, 12 h] (GrpcValidator.validateInvisibleTime, GrpcValidator.java:89-100)."""
+    if invisible_ms < min_ms:
+        raise ConvertError(
+            Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too small. min is {min_ms}"
+        )
+    if invisible_ms > MAX_INVISIBLE_MS:
+        raise ConvertError(
+            Code.ILLEGAL_INVISIBLE_TIME,
+            f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}",
+        )
 
 
 def fifo_queue(message_group: str, queue_nums: int) -> int:
@@ -105,8 +123,17 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     def _topic(self, name: str) -> Any:
         config = self.service.topics.get(name)
         if config is None:
-            raise ConvertError(Code.TOPIC_NOT_FOUND, f"topic {name} does not exist")
+            raise topic_not_found(name)
         return config
+
+    def _check_not_expired(self, receipt_handle: str) -> None:
+        """The proxy's check before an ack or a change of invisible time
+        (AbstractProcessor.validateReceiptHandle, AbstractProcessor.java:30-42;
+        ReceiptHandle.isExpired, ReceiptHandle.java:49-51): a handle whose
+        invisible time is over is refused, whatever the broker would say."""
+        handle = parse_receipt_handle(receipt_handle)
+        if handle.due_ms <= self.service.clock.now_ms():
+            raise ReceiptHandleError("receipt handle is expired")
 
     def _queue(self, topic: str, queue_id: int, endpoints: pb.Endpoints, perm: int) -> Any:
         permission = pb.Permission.NONE
@@ -124,10 +151,14 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             accept_message_types=self._accepted_types(topic),
         )
 
-    def _accepted_types(self, topic: str) -> list[int]:
+    def _declared_type(self, topic: str) -> str:
+        """The topic's `message.type` attribute (RocketMQ's TopicMessageType), MIXED if none."""
         config = self.service.topics.get(topic)
         attributes = getattr(config, "attributes", None) or {}
-        declared = str(attributes.get("message.type", "")).upper()
+        return str(attributes.get("message.type", "")).upper() or "MIXED"
+
+    def _accepted_types(self, topic: str) -> list[int]:
+        declared = self._declared_type(topic)
         if declared in ("NORMAL", "FIFO", "DELAY", "TRANSACTION"):
             return [int(MessageType.Value(declared))]
         return list(ACCEPTED_TYPES)
@@ -219,9 +250,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             if config is not None:
                 max_attempts = config.retry_max_times + 1
         elif settings.HasField("publishing"):
-            connection = TelemetryConnection(
-                session, self.service.store_host, self.service.store_port
-            )
+            connection = TelemetryConnection(session)
             for topic in settings.publishing.topics:
                 self.service.producers.register(
                     topic.name, session.client_id, connection, language="GRPC"
@@ -243,34 +272,48 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     # -- send --------------------------------------------------------------------------
 
     async def SendMessage(self, request: Any, context: Any) -> Any:
-        entries = []
-        for message in request.messages:
-            entries.append(await self._send_one(message, context))
-        top = entries[0].status if len(entries) == 1 else status()
-        if any(e.status.code != Code.OK for e in entries) and len(entries) > 1:
-            top = status(Code.MULTIPLE_RESULTS, "some messages failed")
+        if not request.messages:  # SendMessageActivity.java:70-72
+            return spb.SendMessageResponse(
+                status=status(Code.MESSAGE_CORRUPTED, "no message to send")
+            )
+        sent = [await self._send_one(message) for message in request.messages]
+        entries = [entry for entry, _ in sent]
+        if len(sent) == 1 and sent[0][1]:
+            top = entries[0].status  # a refusal: the proxy answers its text
+        else:
+            codes = {entry.status.code for entry in entries}
+            if len(codes) == 1:
+                top = status(codes.pop())
+            elif codes:
+                top = status(Code.MULTIPLE_RESULTS)
+            else:
+                top = status(Code.INTERNAL_SERVER_ERROR, "send status is empty")
         return spb.SendMessageResponse(status=top, entries=entries)
 
-    async def _send_one(self, message: Any, context: Any) -> Any:
+    async def _send_one(self, message: Any) -> tuple[Any, bool]:
+        """The entry for one message, and whether it was refused before storing.
+
+        A stored message's transaction_id is its UNIQ_KEY, for every type, as
+        RocketMQ answers (SendMessageProcessor.java:486 puts it in the send
+        response, SendMessageActivity.java:343 passes it on)."""
         message_id = message.system_properties.message_id
         try:
             config = self._topic(message.topic.name)
             if not message.body:
-                raise ConvertError(Code.MESSAGE_BODY_EMPTY, "the message body is empty")
-            if len(message.body) > self.service.max_message_size:
+                raise ConvertError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
+            limit = self.service.max_message_size
+            if len(message.body) > limit:
                 raise ConvertError(
-                    Code.MESSAGE_BODY_TOO_LARGE,
-                    f"the message body is {len(message.body)} bytes, more than the maximum of "
-                    f"{self.service.max_message_size} bytes",
+                    Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {limit}"
                 )
             allowed = self._accepted_types(config.topic_name)
             kind = message.system_properties.message_type or MessageType.NORMAL
             if kind not in allowed:
                 raise ConvertError(
                     Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                    f"topic {config.topic_name} accepts "
-                    f"{', '.join(MessageType.Name(t) for t in allowed)} messages, "
-                    f"not {MessageType.Name(kind)}",
+                    "TopicMessageType validate failed, the expected type is "
+                    f"{self._declared_type(config.topic_name)}, "
+                    f"but actual type is {MessageType.Name(kind)}",
                 )
             producer_group = config.topic_name
             properties = send_properties(message, producer_group)
@@ -293,54 +336,78 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 )
             )
         except ConvertError as exc:
-            return spb.SendResultEntry(status=status(exc.code, exc.message), message_id=message_id)
+            refused = spb.SendResultEntry(
+                status=status(exc.code, exc.message), message_id=message_id
+            )
+            return refused, True
         except BrokerError as exc:
-            return spb.SendResultEntry(
+            refused = spb.SendResultEntry(
                 status=status(code_for(exc, "send"), exc.remark), message_id=message_id
             )
-        entry = spb.SendResultEntry(
-            status=status(), message_id=message_id, offset=result.queue_offset
-        )
-        if transactional:
-            entry.transaction_id = encode_transaction_id(
-                result.msg_id, result.queue_offset, message_id
+            return refused, True
+        if result.code == ResponseCode.FLUSH_DISK_TIMEOUT:
+            # SendMessageActivity.java:323-327: stored, not known durable
+            timed_out = status(
+                Code.MASTER_PERSISTENCE_TIMEOUT,
+                "send message failed, sendStatus=FLUSH_DISK_TIMEOUT",
             )
+            return spb.SendResultEntry(status=timed_out), False
+        entry = spb.SendResultEntry(
+            status=status(),
+            message_id=message_id,
+            transaction_id=message_id,
+            offset=result.queue_offset,
+        )
         if result.recall_handle:
             entry.recall_handle = result.recall_handle
-        return entry
+        return entry, False
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:
         try:
-            commit_log_offset, queue_offset, message_id = decode_transaction_id(
-                request.transaction_id
-            )
-            if request.resolution not in (
-                pb.TransactionResolution.COMMIT,
-                pb.TransactionResolution.ROLLBACK,
-            ):
-                return spb.EndTransactionResponse(
-                    status=status(Code.BAD_REQUEST, "the resolution must be COMMIT or ROLLBACK")
-                )
-            commit = request.resolution == pb.TransactionResolution.COMMIT
-            await self.service.end_transaction(
-                EndTransactionRequestHeader(
-                    producer_group=request.topic.name,
-                    tran_state_table_offset=queue_offset,
-                    commit_log_offset=commit_log_offset,
-                    commit_or_rollback=TRANSACTION_COMMIT if commit else TRANSACTION_ROLLBACK,
-                    from_transaction_check=(
-                        request.source == pb.TransactionSource.SOURCE_SERVER_CHECK
-                    ),
-                    msg_id=request.message_id or message_id,
-                    transaction_id=request.message_id or message_id,
-                    topic=request.topic.name,
-                )
-            )
+            header = self._end_header(request)
+            await self.service.end_transaction(header)
         except ConvertError as exc:
             return spb.EndTransactionResponse(status=status(exc.code, exc.message))
         except BrokerError as exc:
             return spb.EndTransactionResponse(status=status(code_for(exc, "end"), exc.remark))
         return spb.EndTransactionResponse(status=status())
+
+    def _end_header(self, request: Any) -> EndTransactionRequestHeader:
+        """The END_TRANSACTION the request means. The transaction id names the
+        half message: its UNIQ_KEY (what SendMessage answers, and what a
+        RecoverOrphanedTransactionCommand carries), or the private text tidemq
+        answered before (kept for transactions begun before an upgrade)."""
+        transaction_id = request.transaction_id
+        if not transaction_id.strip():
+            # EndTransactionActivity.java:46-48
+            raise ConvertError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
+        if request.resolution not in (
+            pb.TransactionResolution.COMMIT,
+            pb.TransactionResolution.ROLLBACK,
+        ):
+            raise ConvertError(Code.BAD_REQUEST, "the resolution must be COMMIT or ROLLBACK")
+        try:
+            commit_log_offset, queue_offset, key = decode_legacy_transaction_id(transaction_id)
+        except ConvertError:
+            key = transaction_id
+            where = self.service.locate_half(key)
+            if where is None:
+                # the proxy's TransactionProcessor.java:47-49 (its code: INTERNAL_SERVER_ERROR)
+                raise ConvertError(
+                    Code.INVALID_TRANSACTION_ID, "cannot found transaction data"
+                ) from None
+            commit_log_offset, queue_offset = where
+        commit = request.resolution == pb.TransactionResolution.COMMIT
+        return EndTransactionRequestHeader(
+            producer_group=request.topic.name,
+            tran_state_table_offset=queue_offset,
+            commit_log_offset=commit_log_offset,
+            commit_or_rollback=TRANSACTION_COMMIT if commit else TRANSACTION_ROLLBACK,
+            from_transaction_check=request.source == pb.TransactionSource.SOURCE_SERVER_CHECK,
+            msg_id=request.message_id or key,
+            transaction_id=key,
+            topic=request.topic.name,
+        )
 
     async def RecallMessage(self, request: Any, context: Any) -> Any:
         try:
@@ -381,22 +448,14 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             invisible_ms = AUTO_RENEW_INVISIBLE_MS
         else:
             invisible_ms = duration_ms(request.invisible_duration)
-            if not MIN_RECEIVE_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
-                raise ConvertError(
-                    Code.ILLEGAL_INVISIBLE_TIME,
-                    f"the invisible duration must be {MIN_RECEIVE_INVISIBLE_MS // 1000} s to "
-                    f"{MAX_INVISIBLE_MS // 3_600_000} h, got {invisible_ms} ms",
-                )
+            invisible_problem(invisible_ms, self.service.config.min_invisible_time_mills_for_recv)
         poll_s = (
             duration_ms(request.long_polling_timeout) / 1000
             if request.HasField("long_polling_timeout")
             else DEFAULT_POLL_S
         )
-        if not 0 <= poll_s <= MAX_POLL_S:
-            raise ConvertError(
-                Code.ILLEGAL_POLLING_TIME,
-                f"the long polling timeout must be 0 to {MAX_POLL_S:.0f} s, got {poll_s} s",
-            )
+        # the proxy clamps a polling time out of range (ReceiveMessageActivity.java:77-83)
+        poll_s = min(max(poll_s, 0.0), MAX_POLL_S)
         remaining = context.time_remaining()
         if remaining is not None:
             poll_s = max(0.0, min(poll_s, remaining - DEADLINE_MARGIN_S))
@@ -435,15 +494,16 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         return delivered
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
+        """Each entry answers for itself; the top status is the one code they
+        share, by name, or MULTIPLE_RESULTS (AckMessageActivity.java:184-193)."""
         results = []
-        top = status()
         for entry in request.entries:
             try:
+                self._check_not_expired(entry.receipt_handle)
                 await self._pop().ack(request.group.name, request.topic.name, entry.receipt_handle)
                 entry_status = status()
             except BrokerError as exc:
                 entry_status = status(code_for(exc, "ack"), exc.remark)
-                top = entry_status
             results.append(
                 spb.AckMessageResultEntry(
                     message_id=entry.message_id,
@@ -451,21 +511,25 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                     status=entry_status,
                 )
             )
-        if len(results) > 1 and top.code != Code.OK:
-            top = status(Code.MULTIPLE_RESULTS, "some acks failed")
+        codes = {result.status.code for result in results}
+        if len(codes) == 1:
+            top = status(codes.pop())
+        elif codes:
+            top = status(Code.MULTIPLE_RESULTS)
+        else:
+            top = status(Code.INTERNAL_SERVER_ERROR, "ack message result is empty")
         return spb.AckMessageResponse(status=top, entries=results)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
         invisible_ms = duration_ms(request.invisible_duration)
-        if not 0 <= invisible_ms <= MAX_INVISIBLE_MS:
+        try:
+            invisible_problem(invisible_ms, 0)
+        except ConvertError as exc:
             return spb.ChangeInvisibleDurationResponse(
-                status=status(
-                    Code.ILLEGAL_INVISIBLE_TIME,
-                    f"the invisible duration must be 0 to 12 h, got {invisible_ms} ms",
-                ),
-                receipt_handle=request.receipt_handle,
+                status=status(exc.code, exc.message), receipt_handle=request.receipt_handle
             )
         try:
+            self._check_not_expired(request.receipt_handle)
             handle = await self._pop().change_invisible(
                 request.group.name, request.topic.name, request.receipt_handle, invisible_ms
             )

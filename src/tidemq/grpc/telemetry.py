@@ -19,13 +19,7 @@ from typing import Any
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
-from tidemq.common.message_id import offset_message_id
-from tidemq.grpc.convert import (
-    delivered_message,
-    duration_of,
-    encode_transaction_id,
-    status,
-)
+from tidemq.grpc.convert import delivered_message, duration_of, status
 from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.errors import ProtocolError
@@ -112,10 +106,8 @@ class TelemetrySession:
 class TelemetryConnection:
     """A producer's Telemetry session as the broker's ClientConnection."""
 
-    def __init__(self, session: TelemetrySession, store_host: bytes, store_port: int) -> None:
+    def __init__(self, session: TelemetrySession) -> None:
         self.session = session
-        self._store_host = store_host
-        self._store_port = store_port
 
     @property
     def id(self) -> object:
@@ -146,12 +138,9 @@ class TelemetryConnection:
         except ProtocolError as exc:
             log.warning("cannot check a transaction over gRPC: %s", exc)
             return
-        message_id = header.msg_id or record.msg_id
-        transaction_id = encode_transaction_id(
-            offset_message_id(self._store_host, self._store_port, header.commit_log_offset),
-            header.tran_state_table_offset,
-            message_id,
-        )
+        # the proxy passes the broker's transaction id on: the UNIQ_KEY
+        # (AbstractTransactionalMessageCheckListener.java:55-56, GrpcClientChannel.java:197)
+        transaction_id = header.transaction_id or header.msg_id or record.msg_id
         self.session.push(
             spb.TelemetryCommand(
                 status=status(),

@@ -571,6 +571,12 @@ class QueryMessageRequestHeader:
     end_timestamp: Int64
 
 
+QUERY_BELOW_OFFSET = "tidemqBelowOffset"
+"""A tidemq extension field of QUERY_MESSAGE (key queries): only records before
+this commit-log offset, the cursor of a paged query. A tidemq broker echoes it
+in the response when it applied it; a Java broker ignores it."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class QueryMessageResponseHeader:
     index_last_update_timestamp: Int64

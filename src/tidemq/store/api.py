@@ -205,8 +205,19 @@ class MessageStore(Protocol):
         ...
 
     def query_by_key(
-        self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int | None = None
-    ) -> QueryResult: ...
+        self,
+        topic: str,
+        key: str,
+        max_num: int,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+        *,
+        below_offset: int | None = None,
+    ) -> QueryResult:
+        """Records whose KEYS (or UNIQ_KEY) hold `key`, newest first, at most
+        `max_num`; with `below_offset`, only records before that commit-log
+        offset (the cursor of a paged query)."""
+        ...
 
     def query_by_unique_key(self, topic: str, unique_key: str) -> QueryResult: ...
 

@@ -656,10 +656,17 @@ class FileMessageStore:
         return self.commitlog.max_offset
 
     def query_by_key(
-        self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int | None = None
+        self,
+        topic: str,
+        key: str,
+        max_num: int,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+        *,
+        below_offset: int | None = None,
     ) -> QueryResult:
         end = end_ms if end_ms is not None else 2**62
-        offsets = self.index.query(topic, key, max_num * 2 + 8, begin_ms, end)
+        offsets = self.index.query(topic, key, max_num * 2 + 8, begin_ms, end, below_offset)
 
         def keyed(properties: dict[str, str]) -> bool:
             return key in properties.get(props.KEYS, "").split(" ") or (

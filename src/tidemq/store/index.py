@@ -285,8 +285,10 @@ class IndexFile:
         max_num: int,
         found: list[int],
         seen: set[int],
+        below_offset: int | None = None,
     ) -> None:
-        """Walk the key's chain newest first, adding matching offsets not seen yet.
+        """Walk the key's chain newest first, adding matching offsets not seen yet
+        (and below `below_offset`, when given).
 
         The walk stops at an entry older than `begin_ms` (store times grow
         along the commitlog) and at any link that does not point to an older
@@ -303,6 +305,7 @@ class IndexFile:
             if (
                 entry_hash == key_hash
                 and begin_ms <= stored_ms <= end_ms
+                and (below_offset is None or phy_offset < below_offset)
                 and phy_offset not in seen
             ):
                 seen.add(phy_offset)
@@ -694,9 +697,18 @@ class IndexService:
 
     # -- querying -----------------------------------------------------------
 
-    def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+    def query(
+        self,
+        topic: str,
+        key: str,
+        max_num: int,
+        begin_ms: int,
+        end_ms: int,
+        below_offset: int | None = None,
+    ) -> list[int]:
         """Offsets indexed under topic#key's hash with store time in
-        [begin_ms, end_ms], newest first; the caller verifies each record."""
+        [begin_ms, end_ms] (and below `below_offset`, a paging cursor), newest
+        first; the caller verifies each record."""
         found: list[int] = []
         if max_num <= 0 or begin_ms > end_ms:
             return found
@@ -706,7 +718,7 @@ class IndexService:
             if len(found) >= max_num:
                 break
             if index_file.overlaps(begin_ms, end_ms):
-                index_file.collect(key_hash, begin_ms, end_ms, max_num, found, seen)
+                index_file.collect(key_hash, begin_ms, end_ms, max_num, found, seen, below_offset)
         return found
 
     @property

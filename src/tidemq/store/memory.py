@@ -205,13 +205,21 @@ class MemoryMessageStore:
         return self._next_physical
 
     def query_by_key(
-        self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int | None = None
+        self,
+        topic: str,
+        key: str,
+        max_num: int,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+        *,
+        below_offset: int | None = None,
     ) -> QueryResult:
         end = end_ms if end_ms is not None else 2**62
+        below = below_offset if below_offset is not None else 2**63
         hits = [
             p
             for p in reversed(self._keys.get((topic, key), []))
-            if begin_ms <= self._records[p].store_timestamp <= end
+            if begin_ms <= self._records[p].store_timestamp <= end and p < below
         ]
         hits = list(dict.fromkeys(hits))[:max_num]
         return QueryResult([self._records[p].record for p in hits], hits)

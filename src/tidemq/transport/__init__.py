@@ -10,6 +10,7 @@ from .errors import (
     RemotingClosedError,
     RemotingConnectError,
     RemotingError,
+    RemotingForeignProtocolError,
     RemotingTimeoutError,
 )
 from .server import RemotingServer, not_supported
@@ -22,6 +23,7 @@ __all__ = [
     "RemotingClosedError",
     "RemotingConnectError",
     "RemotingError",
+    "RemotingForeignProtocolError",
     "RemotingServer",
     "RemotingTimeoutError",
     "not_supported",

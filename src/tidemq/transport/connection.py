@@ -33,6 +33,12 @@ Handler tasks belong to the ``TaskSet`` of the owner (server or client), not
 to the connection: when the peer goes away, running handlers finish (their
 answers are dropped) and the owner cancels whatever is left when it stops.
 Closing fails every pending ``request`` with RemotingClosedError at once.
+
+Until its first frame decodes, a connection looks at the peer's first bytes
+(protocol/sniff.py): a peer speaking HTTP/2 (a gRPC port), HTTP/1.x or TLS is
+closed at once, and its pending requests fail with
+RemotingForeignProtocolError naming the protocol, instead of waiting for a
+frame that never comes or failing with a bare "connection lost".
 """
 
 from __future__ import annotations
@@ -53,8 +59,9 @@ from tidemq.protocol.command import (
 )
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.frame import MAX_FRAME_SIZE
+from tidemq.protocol.sniff import SNIFF_BYTES, foreign_protocol
 
-from .errors import RemotingClosedError, RemotingTimeoutError
+from .errors import RemotingClosedError, RemotingForeignProtocolError, RemotingTimeoutError
 from .frame_budget import FrameAllowance, FrameBudget
 
 logger = logging.getLogger("tidemq.transport")
@@ -129,6 +136,10 @@ class Connection(asyncio.Protocol):
         self._allowance: FrameAllowance | None = None
         self._traffic = False
         self._quiet_since = 0.0
+        self._head: bytes | None = b""
+        """The peer's first bytes, kept until a frame decodes (None after)."""
+        self._foreign: RemotingForeignProtocolError | None = None
+        """Why the connection was closed, when the peer spoke another protocol."""
 
     def __repr__(self) -> str:
         host, port = self.remote
@@ -212,7 +223,7 @@ class Connection(asyncio.Protocol):
         dropped) and RemotingClosedError if the connection closes first.
         """
         if self._closed:
-            raise RemotingClosedError(f"{self!r} is closed")
+            raise self._closed_error()
         opaque = self._next_free_opaque()
         outgoing = _outgoing(command, opaque, command.flag & ~(RESPONSE_FLAG | ONEWAY_FLAG))
         data = outgoing.encode()
@@ -298,12 +309,16 @@ class Connection(asyncio.Protocol):
         if self._closed:
             return
         self._traffic = True
+        if self._head is not None and self._sniff(data):
+            return
         try:
             commands = self._decoder.feed(data)
         except ProtocolError as exc:
             logger.warning("%s: bad frame from %r, closing it: %s", self._name, self, exc)
             self.abort()
             return
+        if commands:
+            self._head = None
         for command in commands:
             if command.flag & RESPONSE_FLAG:
                 self._complete(command)
@@ -336,6 +351,28 @@ class Connection(asyncio.Protocol):
         self._writing_paused = False
 
     # --- internals -------------------------------------------------------------
+
+    def _sniff(self, data: bytes) -> bool:
+        """True (and the connection aborted) when the first bytes are another protocol's."""
+        seen = self._head or b""
+        head = seen + data[: SNIFF_BYTES - len(seen)]
+        protocol = foreign_protocol(head)
+        if protocol is None:
+            self._head = None if len(head) >= SNIFF_BYTES else head  # decided: remoting
+            return False
+        logger.info("%s: %r speaks %s, not remoting; closing it", self._name, self, protocol)
+        self._foreign = RemotingForeignProtocolError(
+            f"{self!r}: the peer speaks {protocol}, not RocketMQ remoting", protocol
+        )
+        self.abort()
+        return True
+
+    def _closed_error(self) -> RemotingClosedError:
+        """A fresh error for a call on a closed connection, of the kind that closed it."""
+        foreign = self._foreign
+        if foreign is not None:
+            return RemotingForeignProtocolError(str(foreign), foreign.protocol)
+        return RemotingClosedError(f"{self!r} is closed")
 
     def _resume_reading(self) -> None:
         transport = self._transport
@@ -387,7 +424,11 @@ class Connection(asyncio.Protocol):
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
-                future.set_exception(RemotingClosedError(f"{self!r}: {reason}"))
+                future.set_exception(
+                    self._closed_error()
+                    if self._foreign is not None
+                    else RemotingClosedError(f"{self!r}: {reason}")
+                )
         return True
 
     def _next_free_opaque(self) -> int:

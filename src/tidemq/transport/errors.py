@@ -21,3 +21,12 @@ class RemotingTimeoutError(RemotingError):
 
 class RemotingClosedError(RemotingError):
     """The connection (or the client) closed before the response arrived."""
+
+
+class RemotingForeignProtocolError(RemotingClosedError):
+    """The peer speaks another protocol (``protocol``: "HTTP/2", "HTTP/1.x", "TLS"), seen
+    from its first bytes; the connection was closed at once."""
+
+    def __init__(self, message: str, protocol: str) -> None:
+        super().__init__(message)
+        self.protocol = protocol

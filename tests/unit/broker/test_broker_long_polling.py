@@ -3,7 +3,15 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tidemq.broker.long_polling import LongPollingService, Wake
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tidemq.broker.long_polling import (
+    LongPollingService,
+    Wake,
+    hold_time_s,
+    recheck_interval_s,
+)
 from tidemq.common.clock import ManualClock
 from tidemq.common.hashing import tag_code
 
@@ -84,3 +92,64 @@ async def test_a_cancelled_waiter_is_unparked() -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert service.held_count == 0
+
+
+# -- long polling switched off (BrokerConfig.long_polling_enable) ------------------------
+
+
+@given(
+    suspend_flag=st.booleans(),
+    client_suspend_ms=st.integers(-1, 120_000),
+    short_polling_time_ms=st.integers(1, 10_000),
+)
+def test_without_long_polling_a_suspended_pull_is_held_the_short_polling_time(
+    suspend_flag: bool, client_suspend_ms: int, short_polling_time_ms: int
+) -> None:
+    hold = hold_time_s(
+        suspend_flag=suspend_flag,
+        client_suspend_ms=client_suspend_ms,
+        long_polling_enable=False,
+        short_polling_time_ms=short_polling_time_ms,
+    )
+    # Java: only the SUSPEND flag counts; the client's time is replaced
+    assert hold == (short_polling_time_ms / 1000 if suspend_flag else None)
+
+
+@given(
+    suspend_flag=st.booleans(),
+    client_suspend_ms=st.integers(-1, 120_000),
+    short_polling_time_ms=st.integers(1, 10_000),
+)
+def test_with_long_polling_a_suspended_pull_is_held_the_clients_time(
+    suspend_flag: bool, client_suspend_ms: int, short_polling_time_ms: int
+) -> None:
+    hold = hold_time_s(
+        suspend_flag=suspend_flag,
+        client_suspend_ms=client_suspend_ms,
+        long_polling_enable=True,
+        short_polling_time_ms=short_polling_time_ms,
+    )
+    held = suspend_flag and client_suspend_ms > 0
+    assert hold == (client_suspend_ms / 1000 if held else None)
+
+
+def test_without_long_polling_the_recheck_runs_every_short_polling_time() -> None:
+    def interval(enabled: bool) -> float:
+        return recheck_interval_s(
+            long_polling_enable=enabled,
+            long_polling_check_interval_s=5.0,
+            short_polling_time_ms=250,
+        )
+
+    assert interval(True) == 5.0
+    assert interval(False) == 0.25
+
+
+async def test_without_long_polling_arrivals_wake_nobody_but_the_recheck_does() -> None:
+    service = LongPollingService(clock=ManualClock(), wake_on_arrival=False)
+    held = service.hold("T", 0, 5, 1.0)
+    assert held is not None
+    assert service.notify_arrival("T", 0, 5, 0) == 0
+    assert not held.future.done()
+    assert service.recheck(lambda topic, queue_id: 6) == 1
+    assert await service.wait(held) is Wake.RECHECK

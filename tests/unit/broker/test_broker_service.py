@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -123,6 +125,26 @@ async def test_query_consumer_offset_follows_javas_rule(tmp_path: Path) -> None:
     service.update_consumer_offset("CG", "T", 0, 4)
     service.update_consumer_offset("CG", "T", 0, -1)
     assert service.query_consumer_offset("CG", "T", 0) == 4
+
+
+async def test_without_long_polling_an_empty_pull_is_held_the_short_polling_time(
+    tmp_path: Path,
+) -> None:
+    service = make_service(tmp_path, long_polling_enable=False, short_polling_time_ms=50)
+    await service.send(send_request("T"))
+    pull = PullRequest(
+        "CG",
+        "T",
+        0,
+        1,  # past the only message: nothing new
+        sys_flag=sysflag.build_pull_sys_flag(suspend=True, subscription=True),
+        suspend_timeout_ms=15_000,
+        subscription="*",
+    )
+    started = time.monotonic()
+    pulled = await asyncio.wait_for(service.pull(pull), 10)  # not the client's 15 s
+    assert pulled.code == ResponseCode.PULL_NOT_FOUND
+    assert time.monotonic() - started >= 0.04  # held, not answered at once
 
 
 async def test_pull_refusals(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ END_TRANSACTION, the check-back scan, a restart. No sockets, a manual clock."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -430,3 +431,83 @@ async def test_a_restart_resumes_the_scan_and_remembers_what_was_resolved(
         assert header.msg_id == pending.transaction_id
     finally:
         await again.tx.stop()
+
+
+# -- the transaction id: UNIQ_KEY, in the message and as the half's name ----------------------
+
+
+async def test_the_half_and_its_committed_message_carry_the_transaction_id(
+    tmp_path: Path,
+) -> None:
+    """RocketMQ's parseHalfMessageInner copies UNIQ_KEY into __transactionId__
+    when the half is stored (TransactionalMessageBridge.java:219-223); the
+    commit keeps the half's properties, so consumers see it."""
+    broker = make_broker(tmp_path)
+    sent = await send_half(broker)
+    (half,) = records(broker.store, HALF_TOPIC, 0)
+    assert half.properties[props.TRANSACTION_ID] == "UNIQ-order-1" == sent.transaction_id
+    await broker.tx.end(end_header(sent, COMMIT))
+    (message,) = records(broker.store, TOPIC, sent.queue_id)
+    assert message.properties[props.TRANSACTION_ID] == "UNIQ-order-1"
+
+
+async def test_a_half_without_a_client_id_gets_one_and_carries_it(tmp_path: Path) -> None:
+    broker = make_broker(tmp_path)
+    request = SendRequest(
+        producer_group=GROUP,
+        topic=TOPIC,
+        queue_id=-1,
+        body=b"anonymous",
+        properties=props.encode_properties({props.TRAN_MSG: "true"}),
+        sys_flag=sysflag.TRANSACTION_PREPARED_TYPE,
+        born_timestamp=broker.clock.now_ms(),
+    )
+    await broker.service.send(request)
+    (half,) = records(broker.store, HALF_TOPIC, 0)
+    assert half.properties[props.UNIQ_KEY]
+    assert half.properties[props.TRANSACTION_ID] == half.properties[props.UNIQ_KEY]
+
+
+async def test_locate_finds_the_newest_copy_of_a_half_by_its_key(tmp_path: Path) -> None:
+    broker = make_broker(tmp_path)
+    producer(broker, "client-1", 1)
+    sent = await send_half(broker)
+    await send_half(broker, b"other")
+    first = (decode_offset_message_id(sent.msg_id)[2], sent.queue_offset)
+    assert broker.service.locate_half("UNIQ-order-1") == first
+    assert broker.service.locate_half("UNIQ-nobody") is None
+    broker.clock.advance(6)
+    await broker.tx.check_back.scan()  # re-appends both halves
+    copy = next(h for h in records(broker.store, HALF_TOPIC, 0)[2:] if h.body == b"order-1")
+    assert broker.service.locate_half("UNIQ-order-1") == (copy.commit_log_offset, copy.queue_offset)
+    # ending by what locate found resolves the transaction: one committed copy
+    offsets = broker.service.locate_half("UNIQ-order-1")
+    assert offsets is not None
+    commit_log_offset, queue_offset = offsets
+    header = dataclasses.replace(
+        end_header(sent, COMMIT),
+        commit_log_offset=commit_log_offset,
+        tran_state_table_offset=queue_offset,
+    )
+    await broker.tx.end(header)
+    assert [m.body for m in records(broker.store, TOPIC)] == [b"order-1"]
+
+
+async def test_locate_scans_the_half_queue_without_an_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = make_broker(tmp_path)
+    sent = await send_half(broker)
+    empty = broker.store.query_by_unique_key("NoTopic", "none")
+    monkeypatch.setattr(broker.store, "query_by_unique_key", lambda topic, key: empty)
+    found = broker.service.locate_half("UNIQ-order-1")
+    assert found == (decode_offset_message_id(sent.msg_id)[2], sent.queue_offset)
+    assert broker.service.locate_half("UNIQ-nobody") is None
+
+
+async def test_locate_needs_transactions(tmp_path: Path) -> None:
+    broker = make_broker(tmp_path)
+    broker.service.transactions = None
+    with pytest.raises(BrokerError) as refused:
+        broker.service.locate_half("UNIQ-order-1")
+    assert refused.value.code == ResponseCode.NO_PERMISSION

@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 import pytest
 from click.testing import CliRunner
 
-from tidemq.cli import admin_commands
-from tidemq.cli.admin_commands import message_json, parse_properties, parse_timestamp
+from tidemq.cli import plumbing
 from tidemq.cli.main import cli
+from tidemq.cli.message_commands import message_json
+from tidemq.cli.plumbing import parse_properties, parse_timestamp
 from tidemq.client.admin import (
     AdminClient,
     AdminError,
@@ -249,7 +250,7 @@ class FakeAdmin:
 
 @pytest.fixture
 def fake_admin(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(admin_commands, "AdminClient", FakeAdmin)
+    monkeypatch.setattr(plumbing, "AdminClient", FakeAdmin)
 
 
 @pytest.mark.usefixtures("fake_admin")

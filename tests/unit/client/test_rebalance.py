@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidemq.client._core.rebalance import (
+    UNBALANCED_RETRY_MS,
     AskMaxOffset,
     ConsumeFromWhere,
     DoNotStart,
@@ -19,6 +20,7 @@ from tidemq.client._core.rebalance import (
     diff,
     format_consume_timestamp,
     is_retry_topic,
+    next_round_in_s,
     parse_consume_timestamp,
     start_offset_plan,
 )
@@ -165,3 +167,15 @@ def test_local_time_zone_by_default() -> None:
     now = 1_700_000_000_000
     text = default_consume_timestamp(now)
     assert parse_consume_timestamp(text) == now - 30 * 60 * 1000
+
+
+@given(balanced=st.booleans(), interval_s=st.floats(0.01, 3600))
+def test_an_unbalanced_round_is_followed_by_another_within_a_second(
+    balanced: bool, interval_s: float
+) -> None:
+    wait_s = next_round_in_s(balanced, interval_s)
+    assert 0 < wait_s <= interval_s
+    if balanced:
+        assert wait_s == interval_s
+    else:
+        assert wait_s <= UNBALANCED_RETRY_MS / 1000

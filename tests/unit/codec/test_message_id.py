@@ -15,6 +15,7 @@ from tidemq.common.message_id import (
     decode_offset_message_id,
     nearly_time_from_id,
     offset_message_id,
+    offset_message_id_address,
     parse_unique_id,
 )
 
@@ -174,3 +175,23 @@ def test_nearly_time_from_id() -> None:
 def test_malformed_unique_ids_raise_value_error(bad: str) -> None:
     with pytest.raises(ValueError):
         parse_unique_id(bad)
+
+
+# -- telling the two apart ------------------------------------------------------
+
+
+def test_an_offset_id_names_its_broker() -> None:
+    assert offset_message_id_address("0ADA91A6000029CC0000006500E59F3E") == "10.218.145.166:10700"
+    v6 = offset_message_id(ipaddress.IPv6Address("::1").packed, 10911, 42)
+    assert offset_message_id_address(v6) == "[::1]:10911"
+
+
+@given(pid=st.integers(1, 0xFFFF), salt=st.integers(0, 2**32 - 1))
+def test_a_unique_id_is_not_read_as_an_offset_id(pid: int, salt: int) -> None:
+    ids = UniqueIdGenerator(ManualClock(1_700_000_000_000), bytes([10, 0, 0, 1]), pid, salt=salt)
+    assert offset_message_id_address(ids.next_id()) is None
+
+
+def test_ids_that_are_neither_name_no_broker() -> None:
+    for text in ("", "xyz", "0102FC000000014C160B17AA9500000000", "0" * 31):
+        assert offset_message_id_address(text) is None

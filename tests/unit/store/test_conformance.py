@@ -145,6 +145,24 @@ def test_query_by_key_unique_key_and_time(store: Store, clock: ManualClock) -> N
     assert too_late.physical_offsets == []
 
 
+def test_query_by_key_pages_below_a_commit_log_offset(store: Store) -> None:
+    offsets = [
+        r.physical_offset
+        for r in put_all(store, [make_message("T", f"m{i}", keys="K") for i in range(10)])
+    ]
+
+    first = store.query_by_key("T", "K", 4)
+    second = store.query_by_key("T", "K", 4, below_offset=min(first.physical_offsets))
+    rest = store.query_by_key("T", "K", 4, below_offset=min(second.physical_offsets))
+    done = store.query_by_key("T", "K", 4, below_offset=min(rest.physical_offsets))
+
+    newest_first = offsets[::-1]
+    assert first.physical_offsets == newest_first[:4]
+    assert second.physical_offsets == newest_first[4:8]
+    assert rest.physical_offsets == newest_first[8:]
+    assert done.physical_offsets == []
+
+
 def test_time_lookups(store: Store, clock: ManualClock) -> None:
     start = clock.now_ms()
     for i in range(5):

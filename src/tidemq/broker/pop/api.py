@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tidemq.broker.config import MAX_INVISIBLE_TIME_MS
 from tidemq.broker.requests import BrokerError
 from tidemq.protocol.codes import ResponseCode
 
@@ -25,10 +26,9 @@ ALL_QUEUES = -1
 """`PopRequest.queue_id` meaning every readable queue of the topic (the gRPC way)."""
 
 MIN_INVISIBLE_MS = 0
-MAX_INVISIBLE_MS = 12 * 3600 * 1000
-"""ChangeInvisibleDuration accepts 0..12 h (the Java proxy's range)."""
-MIN_RECEIVE_INVISIBLE_MS = 10_000
-"""A gRPC receive without auto-renew must ask for at least 10 s (Java proxy)."""
+MAX_INVISIBLE_MS = MAX_INVISIBLE_TIME_MS
+"""ChangeInvisibleDuration accepts 0..12 h (the Java proxy's range); a gRPC
+receive's lower bound is BrokerConfig.min_invisible_time_mills_for_recv."""
 MAX_POP_BATCH = 32
 """Messages per pop, as RocketMQ's receive batch size."""
 
@@ -107,7 +107,10 @@ class PopHooks(Protocol):
 
     async def ack(self, group: str, topic: str, receipt_handle: str) -> None:
         """Consume one message for good; ReceiptHandleError if the handle is
-        malformed, unknown, expired or acked already."""
+        malformed or unknown, or (not FIFO) expired or acked already. A FIFO
+        ack follows RocketMQ's broker: a late one still commits unless the
+        batch was delivered again, and one for a message committed already or
+        an earlier delivery is done without effect."""
         ...
 
     async def batch_ack(self, group: str, topic: str, receipt_handles: list[str]) -> list[bool]:

@@ -42,7 +42,7 @@ from tidemq.broker.pop.api import (
     PopResult,
     ReceiptHandleError,
 )
-from tidemq.broker.pop.fifo_book import NOT_DONE, NOT_IN_BATCH, FifoBook
+from tidemq.broker.pop.fifo_book import NOT_DONE, NOT_IN_BATCH, STALE, FifoBook, OrderInfo
 from tidemq.broker.pop.receipts import (
     NORMAL_TOPIC,
     RETRY_TOPIC,
@@ -380,7 +380,11 @@ class BrokerPop:
             raise ReceiptHandleError("receipt handle is expired: the invisible time has passed")
         return ck
 
-    def _check_fifo(self, group: str, topic: str, handle: ReceiptHandle) -> str:
+    def _fifo_batch(self, group: str, topic: str, handle: ReceiptHandle) -> tuple[str, OrderInfo]:
+        """(queue topic, batch) of the FIFO delivery `handle` names, for a change
+        of invisible time or the DLQ; ReceiptHandleError when its message is
+        acked already or the batch was delivered again since. No invisible-time
+        check: the broker has none (the gRPC door checks, as the proxy does)."""
         queue_topic = self._queue_topic(group, topic, handle)
         info = self.book.get(queue_topic, group, handle.queue_id)
         if (
@@ -392,17 +396,17 @@ class BrokerPop:
                 "receipt handle is unknown or its message was acked already"
                 f" (group {group}, topic {topic})"
             )
-        now = self.clock.now_ms()
-        # the handle's own time too: after a redelivery the batch's time is the new one's
-        if now >= info.pop_ms + info.invisible_ms or now >= handle.pop_ms + handle.invisible_ms:
-            raise ReceiptHandleError("receipt handle is expired: the invisible time has passed")
-        return queue_topic
+        if handle.pop_ms != info.pop_ms:
+            raise ReceiptHandleError(
+                "receipt handle is stale: its message was delivered again since"
+                f" (group {group}, topic {topic})"
+            )
+        return queue_topic, info
 
     async def ack(self, group: str, topic: str, receipt_handle: str) -> None:
         handle = parse_receipt_handle(receipt_handle)
         if self._fifo_handle(group, handle):
-            queue_topic = self._check_fifo(group, topic, handle)
-            await self._fifo_commit(group, queue_topic, handle.queue_id, handle.queue_offset)
+            await self._fifo_ack(group, topic, handle)
             return
         ck = self._checkpoint_of(group, topic, handle)
         self._mark_acked(ck, [handle.queue_offset])
@@ -426,16 +430,14 @@ class BrokerPop:
         handle = parse_receipt_handle(receipt_handle)
         now = self.clock.now_ms()
         if self._fifo_handle(group, handle):
-            queue_topic = self._check_fifo(group, topic, handle)
+            queue_topic, info = self._fifo_batch(group, topic, handle)
             self.book.change_invisible(
                 queue_topic, group, handle.queue_id, handle.queue_offset, now, invisible_ms
             )
-            info = self.book.get(queue_topic, group, handle.queue_id)
-            start = info.absolute()[0] if info is not None else handle.start_offset
             renewed = ReceiptHandle(
-                start,
-                now,
-                invisible_ms,
+                info.absolute()[0],
+                info.pop_ms,
+                info.invisible_ms,
                 0,
                 handle.topic_type,
                 self.broker_name,
@@ -446,27 +448,27 @@ class BrokerPop:
                 self._wake((topic,))
             return renewed.text()
         old = self._checkpoint_of(group, topic, handle)
+        pop_ms = now
+        # a change in the pop's own millisecond would share its checkpoint's key
+        while (group, old.topic, old.queue_id, handle.queue_offset, pop_ms) in self._pending:
+            pop_ms += 1
         fresh = Checkpoint(
             group,
             old.topic,
             old.origin_topic,
             old.queue_id,
             handle.queue_offset,
-            now,
+            pop_ms,
             invisible_ms,
             [handle.queue_offset],
         )
-        if fresh.key in self._pending:
-            raise BrokerError(
-                ResponseCode.SYSTEM_BUSY, "the invisible time of this message changed just now"
-            )
         self._pending[fresh.key] = fresh
         self._mark_acked(old, [handle.queue_offset])
         await self._journal_checkpoint(fresh)
         await self._journal_ack(old, [handle.queue_offset])
         return ReceiptHandle(
             handle.queue_offset,
-            now,
+            pop_ms,
             invisible_ms,
             0,
             handle.topic_type,
@@ -478,7 +480,7 @@ class BrokerPop:
     async def forward_to_dlq(self, group: str, topic: str, receipt_handle: str) -> None:
         handle = parse_receipt_handle(receipt_handle)
         if self._fifo_handle(group, handle):
-            queue_topic = self._check_fifo(group, topic, handle)
+            queue_topic, _ = self._fifo_batch(group, topic, handle)
         else:
             queue_topic = self._checkpoint_of(group, topic, handle).topic
         record = self._read(group, queue_topic, handle.queue_id, handle.queue_offset)
@@ -492,13 +494,30 @@ class BrokerPop:
         if not ck.unacked():
             self._pending.pop(ck.key, None)
 
-    async def _fifo_commit(self, group: str, queue_topic: str, queue_id: int, offset: int) -> None:
-        next_offset = self.book.commit_and_next(queue_topic, group, queue_id, offset)
+    async def _fifo_ack(self, group: str, topic: str, handle: ReceiptHandle) -> None:
+        """RocketMQ's FIFO ack (AckMessageProcessor.ackOrderly,
+        AckMessageProcessor.java:397-433): no invisible-time check, so a late
+        ack still commits while nobody received the batch again. An ack for a
+        message committed already, or for an earlier delivery of a batch
+        delivered again since (its pop time differs), changes nothing and is
+        answered as done; an offset the batch does not hold is refused."""
+        queue_topic = self._queue_topic(group, topic, handle)
+        queue_id, offset = handle.queue_id, handle.queue_offset
+        if offset < self.service.offsets.query(group, queue_topic, queue_id):
+            return
+        next_offset = self.book.commit_and_next(queue_topic, group, queue_id, offset, handle.pop_ms)
         if next_offset == NOT_IN_BATCH:
-            raise BrokerError(
-                ResponseCode.MESSAGE_ILLEGAL,
-                f"offset is illegal, key:{queue_topic}@{group}@{queue_id}, commit:{offset}",
+            raise ReceiptHandleError(
+                f"offset is illegal, key:{queue_topic}@{group}@{queue_id}, commit:{offset}"
             )
+        if next_offset == STALE:
+            log.info(
+                "pop: a FIFO ack of %s/%d@%d for an earlier delivery changed nothing",
+                queue_topic,
+                queue_id,
+                offset,
+            )
+            return
         if next_offset != NOT_DONE:
             self.service.offsets.commit(group, queue_topic, queue_id, next_offset)
             self.book.clear(queue_topic, group, queue_id)

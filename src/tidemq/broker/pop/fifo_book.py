@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 SEPARATOR = "@"
 NOT_IN_BATCH = -1
 NOT_DONE = -2
+STALE = -3
+"""The ack names an earlier delivery of the batch (its pop time is not the batch's)."""
 
 
 def delta_encode(offsets: list[int]) -> list[int]:
@@ -147,11 +149,18 @@ class FifoBook:
         self.dirty = True
         return count
 
-    def commit_and_next(self, topic: str, group: str, queue_id: int, offset: int) -> int:
-        """Mark `offset` acked: NOT_IN_BATCH, NOT_DONE, or the offset to commit."""
+    def commit_and_next(
+        self, topic: str, group: str, queue_id: int, offset: int, pop_ms: int
+    ) -> int:
+        """Mark `offset` of the delivery at `pop_ms` acked: NOT_IN_BATCH, STALE
+        (delivered again since: nothing marked), NOT_DONE, or the offset to
+        commit (ConsumerOrderInfoManager.commitAndNext,
+        ConsumerOrderInfoManager.java:178-226; no invisible-time check)."""
         info = self.get(topic, group, queue_id)
         if info is None or not info.offsets:
             return NOT_IN_BATCH
+        if pop_ms != info.pop_ms:
+            return STALE
         absolute = info.absolute()
         try:
             index = absolute.index(offset)
@@ -171,12 +180,15 @@ class FifoBook:
         return offset in absolute and bool(info.commit_bits & (1 << absolute.index(offset)))
 
     def change_invisible(
-        self, topic: str, group: str, queue_id: int, offset: int, pop_ms: int, invisible_ms: int
+        self, topic: str, group: str, queue_id: int, offset: int, now_ms: int, invisible_ms: int
     ) -> bool:
+        """Make the batch invisible until `now_ms + invisible_ms`. Its pop time
+        stays, so the handles of this delivery keep acking it (Java keeps it
+        too: ChangeInvisibleTimeProcessor.java:225-253)."""
         info = self.get(topic, group, queue_id)
         if info is None or offset not in info.absolute():
             return False
-        info.pop_ms, info.invisible_ms = pop_ms, invisible_ms
+        info.invisible_ms = now_ms + invisible_ms - info.pop_ms
         self.dirty = True
         return True
 

@@ -9,6 +9,8 @@
 * :func:`parse_consume_timestamp` / :func:`default_consume_timestamp`: the
   ``consumeTimestamp`` option (``yyyyMMddHHmmss``, default 30 minutes before
   the consumer was created).
+* :func:`next_round_in_s`: when the next round runs (soon after one that
+  left the client unbalanced, e.g. with an orderly lock refused).
 """
 
 from __future__ import annotations
@@ -28,6 +30,22 @@ DEFAULT_CONSUME_TIMESTAMP_LOOKBACK_MS = 30 * 60 * 1000
 
 def is_retry_topic(topic: str) -> bool:
     return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+
+# -- when --------------------------------------------------------------------------
+
+UNBALANCED_RETRY_MS = 1000
+"""Java's ``RebalanceService`` runs the next round after ``minInterval`` (1 s)
+instead of ``waitInterval`` (20 s) when the last one left the client
+unbalanced, and ``RebalanceImpl`` asks for one 500 ms after a refused lock."""
+
+
+def next_round_in_s(balanced: bool, interval_s: float) -> float:
+    """Seconds until the next round: the interval, or at most 1 s after a
+    round that did not leave exactly the allocated queues held."""
+    if balanced:
+        return interval_s
+    return min(interval_s, UNBALANCED_RETRY_MS / 1000)
 
 
 # -- diff ----------------------------------------------------------------------

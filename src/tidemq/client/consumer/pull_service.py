@@ -19,7 +19,12 @@ ProcessQueue, hands them to the consume service and pulls again:
   OFFSET_ILLEGAL -> the queue is dropped, and 10 s later the corrected
   offset is stored and persisted and the queue forgotten, so the next
   rebalance starts it afresh from there (Java);
-* any failure -> try again in 3 s.
+* any failure -> try again in 3 s;
+* suspended (:meth:`PullService.suspend`, Java's ``pause``): no new pull is
+  sent; each loop looks again every 1 s (Java), which also keeps its queue
+  from looking pull-expired to the rebalancer. A pull already sent completes
+  and its messages are buffered and consumed as usual.
+  :meth:`PullService.resume` wakes every loop at once.
 
 A request ends when its ProcessQueue is dropped or the service stops.
 """
@@ -36,6 +41,7 @@ from typing import TYPE_CHECKING
 from tidemq.client._core.backoff import (
     PULL_DELAY_ON_EXCEPTION_MS,
     PULL_DELAY_ON_FLOW_CONTROL_MS,
+    PULL_DELAY_ON_SUSPEND_MS,
 )
 from tidemq.client._core.process_queue import ProcessQueue
 from tidemq.client.consumer.context import ConsumerContext, ConsumeService
@@ -54,6 +60,7 @@ log = logging.getLogger(__name__)
 
 EXCEPTION_DELAY_S = PULL_DELAY_ON_EXCEPTION_MS / 1000
 FLOW_CONTROL_DELAY_S = PULL_DELAY_ON_FLOW_CONTROL_MS / 1000
+SUSPENDED_DELAY_S = PULL_DELAY_ON_SUSPEND_MS / 1000
 OFFSET_ILLEGAL_FIX_DELAY_S = 10.0
 """Java waits 10 s before storing the corrected offset of an OFFSET_ILLEGAL queue."""
 FLOW_CONTROL_LOG_EVERY = 1000
@@ -69,6 +76,8 @@ class PullRequest:
     previously_locked: bool = False
     running: bool = False
     """A pull loop serves this request now."""
+    suspended_waits: int = 0
+    """How often its loop found the service suspended (and sent no pull)."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -89,10 +98,13 @@ class PullService:
         self._tasks = TaskSet(f"pull {context.group}")
         self._requests: dict[MessageQueue, PullRequest] = {}
         self._stopped = False
+        self._suspended = False
         self.flow_control_times = 0
         """How often a pull waited for flow control (all queues)."""
         self.pulls = 0
         self.messages_pulled = 0
+        self.suspended_waits = 0
+        """How often a loop found the service suspended and waited (all queues)."""
 
     # -- requests -------------------------------------------------------------------
 
@@ -100,10 +112,10 @@ class PullService:
         """Start pulling ``mq`` at ``next_offset`` into ``pq``."""
         request = PullRequest(mq, pq, next_offset)
         self._requests[mq] = request
-        self.resume(request)
+        self.restart(request)
         return request
 
-    def resume(self, request: PullRequest) -> None:
+    def restart(self, request: PullRequest) -> None:
         """(Re)start the loop of ``request`` unless one runs or its queue is dropped;
         for a queue whose release failed (its loop may have seen it dropped)."""
         if self._stopped or request.running or request.pq.dropped:
@@ -120,6 +132,22 @@ class PullService:
 
     def request(self, mq: MessageQueue) -> PullRequest | None:
         return self._requests.get(mq)
+
+    # -- suspend / resume -------------------------------------------------------------
+
+    @property
+    def suspended(self) -> bool:
+        return self._suspended
+
+    def suspend(self) -> None:
+        """Send no new pull until :meth:`resume` (pulls already sent complete)."""
+        self._suspended = True
+
+    def resume(self) -> None:
+        """Pull again, at once rather than at each loop's next 1 s look."""
+        self._suspended = False
+        for request in self._requests.values():
+            request.wake.set()
 
     async def stop(self) -> None:
         """Stop every pull loop (pulls in flight are abandoned; nothing is lost:
@@ -163,6 +191,11 @@ class PullService:
         settings = context.settings
         mq, pq = request.mq, request.pq
         pq.mark_pulled()
+        if self._suspended:
+            request.suspended_waits += 1
+            self.suspended_waits += 1
+            log.debug("%s: suspended, %s pulled later", context.group, mq)
+            return SUSPENDED_DELAY_S
         reason = pq.over_limits(
             settings.pull_threshold_for_queue,
             settings.pull_threshold_size_for_queue_mib,

@@ -28,6 +28,12 @@ Example (blocking API; the listener runs in the consumer's thread pool)::
 With asyncio, ``AsyncPushConsumer`` takes the same arguments and an ``async
 def`` listener runs on the loop (``await consumer.start()``, ``await
 consumer.shutdown()``, or ``async with``).
+
+``suspend()`` / ``resume()`` (Java ``DefaultMQPushConsumer.suspend`` /
+``resume``): while suspended no new pull is sent and no rebalance runs (the
+consumer keeps its queues and, orderly, renews their locks); pulls already
+sent complete and what is buffered is still consumed. ``resume()`` pulls
+again at once and rebalances.
 """
 
 from __future__ import annotations
@@ -175,6 +181,7 @@ class AsyncPushConsumer(GroupClient):
         self._lock_service: QueueLockService | None = None
         self._tasks = TaskSet(f"push consumer {group}")
         self._rebalance_wanted = asyncio.Event()
+        self._suspended = False
         self._state = "created"
 
     # -- configuration -------------------------------------------------------------
@@ -250,7 +257,7 @@ class AsyncPushConsumer(GroupClient):
             await instance.send_heartbeat()
             assert self._consume is not None and self._rebalancer is not None
             self._consume.start()
-            await self._rebalancer.rebalance()
+            balanced = self._suspended or await self._rebalancer.rebalance()
         except BaseException:
             self._state = "stopped"
             try:
@@ -258,7 +265,7 @@ class AsyncPushConsumer(GroupClient):
             finally:
                 await self._close_quietly()
             raise
-        self._tasks.spawn(self._rebalance_forever())
+        self._tasks.spawn(self._rebalance_forever(balanced))
         self._tasks.spawn(self._persist_forever())
         self._state = "running"
         log.info("%s: push consumer %s started", self._group, instance.client_id)
@@ -314,6 +321,8 @@ class AsyncPushConsumer(GroupClient):
         self._pull = PullService(
             context, self._subscriptions, self._consume, rebalancer.compute_pull_from_where
         )
+        if self._suspended:
+            self._pull.suspend()
 
     def _orderly_service(self, context: ConsumerContext) -> ConsumeService:
         try:
@@ -382,17 +391,24 @@ class AsyncPushConsumer(GroupClient):
 
     # -- background -------------------------------------------------------------------
 
-    async def _rebalance_forever(self) -> None:
+    async def _rebalance_forever(self, balanced: bool) -> None:
         assert self._rebalancer is not None
         while True:
+            # unbalanced (an orderly lock refused, a start offset unknown, a
+            # busy queue kept): the next round in 1 s, as Java
+            wait_s = rebalance_plan.next_round_in_s(balanced, self.settings.rebalance_interval_s)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.settings.rebalance_interval_s):
+                async with asyncio.timeout(wait_s):
                     await self._rebalance_wanted.wait()
             self._rebalance_wanted.clear()
+            if self._suspended:  # Java skips doRebalance while paused
+                balanced = True
+                continue
             try:
-                await self._rebalancer.rebalance()
+                balanced = await self._rebalancer.rebalance()
             except Exception:
                 log.exception("%s: rebalance failed", self._group)
+                balanced = True
 
     async def _persist_forever(self) -> None:
         while True:
@@ -424,7 +440,7 @@ class AsyncPushConsumer(GroupClient):
                 # dropped; resume it where it was.
                 pq.dropped = False
                 if request is not None and self._pull is not None:
-                    self._pull.resume(request)
+                    self._pull.restart(request)
                 return False
         else:
             await store.persist(mq)
@@ -462,6 +478,34 @@ class AsyncPushConsumer(GroupClient):
 
     def rebalance_soon(self) -> None:
         self._rebalance_wanted.set()
+
+    # -- suspend / resume ------------------------------------------------------------------
+
+    @property
+    def suspended(self) -> bool:
+        """True between :meth:`suspend` and :meth:`resume` (Java ``isPause``)."""
+        return self._suspended
+
+    def suspend(self) -> None:
+        """Stop pulling new messages (Java ``DefaultMQPushConsumer.suspend``).
+
+        Pulls already sent complete, and every message already buffered is
+        still consumed (and committed) as usual; no rebalance runs meanwhile,
+        so the consumer keeps its queues (orderly: and renews their locks).
+        Before :meth:`start` it makes the consumer start without taking queues.
+        """
+        self._suspended = True
+        if self._pull is not None:
+            self._pull.suspend()
+        log.info("%s: push consumer suspended", self._group)
+
+    def resume(self) -> None:
+        """Pull again at once, and rebalance (Java ``resume`` runs ``doRebalance``)."""
+        self._suspended = False
+        if self._pull is not None:
+            self._pull.resume()
+        self.rebalance_soon()
+        log.info("%s: push consumer resumed", self._group)
 
     # -- requests from brokers / admin ---------------------------------------------------------
 
@@ -615,6 +659,19 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
 
     def register_listener(self, listener: Listener) -> None:
         self._core.register_listener(listener)
+
+    @property
+    def suspended(self) -> bool:
+        """True between :meth:`suspend` and :meth:`resume`."""
+        return self._core.suspended
+
+    def suspend(self) -> None:
+        """Stop pulling new messages; see :meth:`AsyncPushConsumer.suspend`."""
+        self._call(self._core.suspend)
+
+    def resume(self) -> None:
+        """Pull again at once; see :meth:`AsyncPushConsumer.resume`."""
+        self._call(self._core.resume)
 
     def shutdown(self, await_termination_s: float = DEFAULT_AWAIT_TERMINATION_S) -> None:
         """Shut the core down (see AsyncPushConsumer.shutdown) and stop the loop thread."""

@@ -17,6 +17,13 @@ sort both; let the allocation strategy pick this client's share
   ``on_queue_added`` with a fresh ProcessQueue.
 
 Queues of topics no longer subscribed are dropped too. Rounds never overlap.
+
+A round says whether it left the client *balanced* (Java
+``RebalanceImpl.rebalanceByTopic``): for every topic it could compute, the
+queues held (not dropped) are exactly the allocated ones. An orderly lock
+the broker refused, a start offset that could not be computed or a busy
+queue that could not be released leave it unbalanced, and the owner runs
+the next round soon instead of after the full interval.
 """
 
 from __future__ import annotations
@@ -118,12 +125,19 @@ class Rebalancer:
 
     # -- one round -----------------------------------------------------------------
 
-    async def rebalance(self) -> None:
-        """One round over every subscribed topic; failures are logged per topic."""
+    async def rebalance(self) -> bool:
+        """One round over every subscribed topic; failures are logged per topic.
+
+        True when balanced (see the module docstring). A topic whose round
+        failed (no route, no consumer list) counts as balanced, as in Java:
+        retrying it every second would not make the broker answer sooner.
+        """
+        balanced = True
         async with self._round:
             for topic in sorted(self.subscriptions):
                 try:
-                    await self._rebalance_topic(topic)
+                    if not await self._rebalance_topic(topic):
+                        balanced = False
                 except ClientError as exc:
                     # A new group's retry topic reaches the name server a moment
                     # after the first heartbeat created it: not worth a warning.
@@ -138,6 +152,7 @@ class Rebalancer:
                 except ValueError as exc:
                     log.warning("%s: rebalance of %s skipped: %s", self.group, topic, exc)
             await self._drop_unsubscribed()
+        return balanced
 
     async def _allocated(self, topic: str, queues: list[MessageQueue]) -> list[MessageQueue]:
         if self.broadcasting:
@@ -152,11 +167,12 @@ class Rebalancer:
             self.group, self.instance.client_id, sorted(queues), sorted(consumer_ids)
         )
 
-    async def _rebalance_topic(self, topic: str) -> None:
+    async def _rebalance_topic(self, topic: str) -> bool:
+        """One topic's round; True when exactly the allocated queues are held."""
         queues = await self._queues_of(topic)
         if not queues:
             log.warning("%s: topic %s has no readable queue", self.group, topic)
-            return
+            return True
         allocated = await self._allocated(topic, queues)
         held = {mq: pq for mq, pq in self.process_queues.items() if mq.topic == topic}
         # A queue dropped by its pull loop (OFFSET_ILLEGAL) is left alone: the
@@ -187,6 +203,10 @@ class Rebalancer:
                 self.listener.on_assignment_changed(topic, list(queues), assigned)
             except Exception:
                 log.exception("%s: assignment listener failed", self.group)
+        working = {
+            mq for mq, pq in self.process_queues.items() if mq.topic == topic and not pq.dropped
+        }
+        return working == set(allocated)
 
     async def _remove(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         was_dropped = pq.dropped

@@ -1,7 +1,9 @@
 """PullService with a scripted pull (no I/O): put + submit on FOUND, next
 offsets, flow control, orderly lock gating and the offset re-read after a
 lock, OFFSET_ILLEGAL dropping the queue and fixing its offset, the commit
-offset carried in clustering mode, and the 3 s back-off after a failure."""
+offset carried in clustering mode, the 3 s back-off after a failure, and
+suspend / resume (no new pull while suspended, the one in flight consumed,
+pulling again at once on resume)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from tidemq.common.clock import ManualClock
 from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol import ResponseCode
+from tidemq.testing.waiting import eventually
 
 MQ = MessageQueue("T", "a", 0)
 
@@ -288,10 +291,57 @@ async def test_a_request_resumes_where_it_stopped(monkeypatch: pytest.MonkeyPatc
     await until(lambda: not request.running)
     pq.dropped = False  # ... but the release failed: the queue is still ours
     monkeypatch.setattr(pull_service, "pull_message", script)
-    service.resume(request)
-    service.resume(request)  # idempotent while running
+    service.restart(request)
+    service.restart(request)  # idempotent while running
     await asyncio.wait_for(script.idle.wait(), 10)
     assert [c["offset"] for c in script.calls] == [0, 0]  # the first result was discarded
     assert consume.submitted == []
     assert service.request(MQ) is request and request.running
+    await service.stop()
+
+
+async def test_suspended_no_new_pull_is_sent_but_one_in_flight_is_consumed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pull_service, "SUSPENDED_DELAY_S", 0.01)
+    script = Script(found(0, 1))
+    service, context, _, consume = build(monkeypatch, script)
+    in_flight = asyncio.Event()
+    answer = asyncio.Event()
+
+    async def held_pull(instance: object, **kwargs: Any) -> PullResult:
+        in_flight.set()
+        await answer.wait()
+        return await script(instance, **kwargs)
+
+    monkeypatch.setattr(pull_service, "pull_message", held_pull)
+    pq = ProcessQueue(context.clock)
+    service.add(MQ, pq, 0)
+    await asyncio.wait_for(in_flight.wait(), 10)
+    service.suspend()
+    assert service.suspended
+    answer.set()
+    # Java: the pull already sent completes, its messages are buffered and consumed
+    await eventually(lambda: consume.submitted == [[0, 1]], "the in-flight batch consumed")
+    assert pq.count == 2
+    # ... and then the loop only looks again now and then, sending nothing
+    await eventually(lambda: service.suspended_waits >= 3, "three looks while suspended")
+    assert [c["offset"] for c in script.calls] == [0]
+    await service.stop()
+
+
+async def test_resume_pulls_again_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pull_service, "SUSPENDED_DELAY_S", 3600.0)
+    script = Script(found(0))
+    service, context, _, consume = build(monkeypatch, script)
+    service.suspend()
+    pq = ProcessQueue(context.clock)
+    service.add(MQ, pq, 0)
+    await eventually(lambda: service.suspended_waits == 1, "the loop suspended")
+    assert script.calls == []
+    service.resume()
+    await asyncio.wait_for(script.idle.wait(), 10)  # woken, not after the hour
+    assert consume.submitted == [[0]]
+    assert [c["offset"] for c in script.calls] == [0, 1]
+    assert not service.suspended
     await service.stop()

@@ -1,7 +1,9 @@
 """Rebalancer rounds with a fake client instance and offset store (no I/O):
 allocation across consumers, drops persist and forget, additions start at the
 stored offset, orderly additions need the lock, a queue that cannot be
-released is kept and retried, unsubscribed topics are dropped."""
+released is kept and retried, unsubscribed topics are dropped; a round that
+leaves an allocated queue unheld (lock refused, no start offset) or a queue
+held that is no longer allocated reports itself unbalanced."""
 
 from __future__ import annotations
 
@@ -161,14 +163,14 @@ async def test_broadcasting_takes_every_queue() -> None:
 async def test_a_queue_that_cannot_be_released_is_kept_and_retried() -> None:
     instance = FakeInstance("c1", ["c1"], {TOPIC: route(queues=2)})
     rebalancer, listener, _ = make(instance)
-    await rebalancer.rebalance()
+    assert await rebalancer.rebalance()
     instance.consumers = ["c0", "c1"]
     listener.release = False
-    await rebalancer.rebalance()
+    assert not await rebalancer.rebalance()  # unbalanced: the owner retries soon
     assert mq(0) in rebalancer.process_queues  # busy: kept, still consumed
     assert not rebalancer.process_queues[mq(0)].dropped
     listener.release = True
-    await rebalancer.rebalance()
+    assert await rebalancer.rebalance()
     assert sorted(rebalancer.process_queues) == [mq(1)]
     assert listener.removed == [mq(0)]
 
@@ -181,11 +183,13 @@ async def test_orderly_additions_need_the_broker_lock() -> None:
         return queue in granted
 
     rebalancer, _, _ = make(instance, orderly=True, lock=lock)
-    await rebalancer.rebalance()
+    # a refused lock leaves the round unbalanced (Java: retried within ~1 s,
+    # not at the next 20 s round)
+    assert not await rebalancer.rebalance()
     assert list(rebalancer.process_queues) == [mq(1)]
     assert rebalancer.process_queues[mq(1)].locked
     granted.add(mq(0))
-    await rebalancer.rebalance()
+    assert await rebalancer.rebalance()
     assert sorted(rebalancer.process_queues) == [mq(0), mq(1)]
 
 
@@ -195,7 +199,7 @@ async def test_a_failed_offset_read_does_not_start_the_queue() -> None:
     store.fail_reads = True
     rebalancer, listener, _ = make(instance, store)
     assert await rebalancer.compute_pull_from_where(mq(0)) == DO_NOT_START
-    await rebalancer.rebalance()
+    assert not await rebalancer.rebalance()  # allocated but not started
     assert not rebalancer.process_queues and not listener.added
     store.fail_reads = False
     await rebalancer.rebalance()
@@ -205,7 +209,8 @@ async def test_a_failed_offset_read_does_not_start_the_queue() -> None:
 async def test_unknown_topics_are_skipped_and_unsubscribed_ones_dropped() -> None:
     instance = FakeInstance("c1", ["c1"], {TOPIC: route(queues=1)})
     rebalancer, listener, _ = make(instance, topics=(TOPIC, "Missing"))
-    await rebalancer.rebalance()
+    # a topic the name server does not know is no reason to retry every second
+    assert await rebalancer.rebalance()
     assert list(rebalancer.process_queues) == [mq(0)]
     del rebalancer.subscriptions[TOPIC]
     await rebalancer.rebalance()
@@ -256,6 +261,22 @@ async def test_every_queue_is_held_by_exactly_one_consumer(
             owners[queue] = owners.get(queue, 0) + 1
     assert sorted(owners) == routes[TOPIC].read_queues()
     assert set(owners.values()) == {1}
+
+
+@given(queues=st.integers(1, 8), refused=st.sets(st.integers(0, 7)))
+async def test_an_orderly_round_is_balanced_exactly_when_every_lock_was_granted(
+    queues: int, refused: set[int]
+) -> None:
+    instance = FakeInstance("c1", ["c1"], {TOPIC: route(queues=queues)})
+
+    async def lock(queue: MessageQueue) -> bool:
+        return queue.queue_id not in refused
+
+    rebalancer, _, _ = make(instance, orderly=True, lock=lock)
+    balanced = await rebalancer.rebalance()
+    taken = set(range(queues)) - refused
+    assert {queue.queue_id for queue in rebalancer.process_queues} == taken
+    assert balanced == (taken == set(range(queues)))
 
 
 def test_bad_consume_timestamp_is_refused() -> None:

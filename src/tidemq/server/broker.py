@@ -40,6 +40,7 @@ from typing import Any
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.handlers import HANDLED_CODES, BrokerHandlers, encode_json
+from tidemq.broker.long_polling import recheck_interval_s
 from tidemq.broker.pop.engine import BrokerPop
 from tidemq.broker.schedule import DelayScheduler
 from tidemq.broker.service import BrokerService
@@ -233,9 +234,12 @@ class Broker:
                 raise
         await self.register_all()
         self._spawn(self._register_loop(), "register")
-        self._spawn(
-            self._every(config.long_polling_check_interval_s, self._recheck), "long-poll-recheck"
+        recheck_every_s = recheck_interval_s(
+            long_polling_enable=config.long_polling_enable,
+            long_polling_check_interval_s=config.long_polling_check_interval_s,
+            short_polling_time_ms=config.short_polling_time_ms,
         )
+        self._spawn(self._every(recheck_every_s, self._recheck), "long-poll-recheck")
         self._spawn(self._every(config.persist_interval_s, self._persist_offsets), "persist")
         self._spawn(self._every(EXPIRY_SCAN_INTERVAL_S, self._expire_clients), "client-expiry")
         self._spawn(self._every(config.retention_interval_s, self._retention), "retention")

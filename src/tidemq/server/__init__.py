@@ -1,0 +1,8 @@
+"""The composition root: processes built from the layers below.
+
+`server.broker.Broker` wires one broker process (the remoting server over
+BrokerService, the store, the background tasks, and the gRPC endpoint when
+configured). It lives above both `broker` and `grpc`, so neither of those
+imports the other's way up: `grpc` translates onto `broker.service`, and
+only this package knows that a broker process serves both.
+"""

@@ -1,0 +1,25 @@
+"""BrokerConfig settings taken from RocketMQ's proxy: their defaults, their
+checks, and that `--set` reaches them typed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tidemq.broker.config import BrokerConfig
+
+
+def test_min_invisible_time_for_receive_defaults_to_the_proxys_10_s(tmp_path: Path) -> None:
+    # ProxyConfig.java:127: minInvisibleTimeMillsForRecv = 10 s
+    assert BrokerConfig(data_dir=tmp_path).min_invisible_time_mills_for_recv == 10_000
+    overrides = BrokerConfig.parse_overrides(["min_invisible_time_mills_for_recv=0"])
+    assert overrides == {"min_invisible_time_mills_for_recv": 0}
+    assert BrokerConfig(data_dir=tmp_path, **overrides).min_invisible_time_mills_for_recv == 0
+
+
+@pytest.mark.parametrize("value", [-1, 12 * 3600 * 1000 + 1])
+def test_min_invisible_time_for_receive_out_of_range_is_refused(tmp_path: Path, value: int) -> None:
+    problem = r"min_invisible_time_mills_for_recv=.*: must be 0\.\.43200000"
+    with pytest.raises(ValueError, match=problem):
+        BrokerConfig(data_dir=tmp_path, min_invisible_time_mills_for_recv=value)
