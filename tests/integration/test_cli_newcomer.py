@@ -87,6 +87,9 @@ def test_topic_create_on_an_existing_topic_says_what_changed(server: ServerProce
     assert (typed["result"], typed["type"]) == ("created", "FIFO")
     route = tidemq(server, "topic", "route", topic)
     assert "RW-" in route.stdout
+    read_only = tidemq(server, "topic", "update", topic, "--perm", "4")
+    assert read_only.returncode == 0, read_only.stderr
+    assert "R--" in read_only.stdout and " 4 " not in read_only.stdout
 
 
 def test_a_key_query_pages_through_the_index(server: ServerProcess) -> None:

@@ -185,7 +185,7 @@ def topic_update(
             "broker": q.broker_name,
             "read_queues": q.read_queue_nums,
             "write_queues": q.write_queue_nums,
-            "perm": q.perm,
+            "perm": q.perm if as_json else perm_text(q.perm),
         }
         for q in updated
     ]
