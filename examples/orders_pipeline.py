@@ -38,7 +38,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from tidemq import AdminClient, AsyncProducer, make_message
+from tidemq import AdminClient, AsyncProducer, SendStatus, make_message
 from tidemq.spark.session import local_session
 from tidemq.testing.client_support import create_topic
 from tidemq.testing.processes import serve
@@ -115,7 +115,7 @@ class OrderFeed:
         body = {"order_id": order_id, "region": region, "amount": amount, "event_ms": event_ms}
         message = make_message("Orders", json.dumps(body), tags=kind, keys=order_id)
         result = await producer.send(message, sharding_key=order_id)
-        if result.status != "SEND_OK":
+        if result.status is not SendStatus.SEND_OK:
             raise RuntimeError(f"order event answered {result.status}")
         self.sent += 1
         self.last_event_ms = event_ms

@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "MessageQueue": "tidemq.common.message",
     "ClientError": "tidemq.client.errors",
     "SendResult": "tidemq.client.model",
+    "SendStatus": "tidemq.client.model",
     "ClientConfig": "tidemq.client.instance",
     # producer
     "AsyncProducer": "tidemq.client.producer",
@@ -101,6 +102,7 @@ __all__ = [
     "PushConsumer",
     "ReceivedMessage",
     "SendResult",
+    "SendStatus",
     "SimpleConsumer",
     "SubscriptionSpec",
     "TransactionListener",
@@ -136,7 +138,7 @@ if TYPE_CHECKING:
     from tidemq.client.consumer.subscription import SubscriptionSpec
     from tidemq.client.errors import ClientError
     from tidemq.client.instance import ClientConfig
-    from tidemq.client.model import SendResult
+    from tidemq.client.model import SendResult, SendStatus
     from tidemq.client.producer import AsyncProducer, MessageQueueSelector, Producer, make_message
     from tidemq.client.transaction import (
         AsyncTransactionProducer,

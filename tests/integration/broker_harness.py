@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.common import properties as props
@@ -25,26 +24,8 @@ from tidemq.protocol.headers import (
 from tidemq.server.broker import Broker
 from tidemq.transport import Connection, Handler, RemotingClient
 
-T = TypeVar("T")
-
 FAST_DELAY_LEVELS = "1s 1s 1s 1s 1s 2s"
 """Level 3 (the first retry) is 1 s, so retries land quickly."""
-
-
-async def eventually(
-    check: Callable[[], Awaitable[T | None]], what: str, timeout: float = 10.0
-) -> T:
-    """Poll `check` until it returns something truthy, or fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    pause = 0.01
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 0.2)
 
 
 @dataclasses.dataclass

@@ -6,11 +6,12 @@ import json
 import time
 from pathlib import Path
 
-from broker_harness import Cluster, Pushes, eventually, running_cluster
+from broker_harness import Cluster, Pushes, running_cluster
 
 from tidemq.common.message import MessageExt
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.message_codec import decode_records
+from tidemq.testing.waiting import eventually
 from tidemq.transport import RemotingClient
 
 

@@ -11,22 +11,19 @@ import json
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from tidemq.testing.processes import ServerProcess as Process
 from tidemq.testing.processes import free_port, started
 from tidemq.testing.processes import server_env as _env
+from tidemq.testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 CLI_DEADLINE_S = 60.0
-
-T = TypeVar("T")
 
 
 class Cli:
@@ -55,19 +52,6 @@ class Cli:
         result = self.run(*args, "--json")
         assert result.returncode == 0, f"{args}: {result.stderr}"
         return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-
-
-def poll(check: Callable[[], T | None], what: str, deadline_s: float = 20.0) -> T:
-    deadline = time.monotonic() + deadline_s
-    pause = 0.05
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(pause)
-        pause = min(pause * 2, 0.5)
 
 
 def serve_args(data: Path) -> list[str]:
@@ -136,7 +120,7 @@ def test_standalone_server_and_every_admin_command(tmp_path: Path) -> None:
             result = cli.run("message", "query", "--topic", "Orders", "--key", "k2", "--json")
             return json.loads(result.stdout) if result.returncode == 0 else None
 
-        (found,) = poll(by_key, "the key index to find k2")
+        (found,) = wait_until(by_key, "the key index to find k2")
         assert (found["body"], found["tags"]) == ("two", "TagB")
         viewed = cli.json("message", "query", "--id", sent["one"]["offset_msg_id"])
         assert (viewed["body"], viewed["queue_offset"]) == ("one", sent["one"]["queue_offset"])
@@ -236,7 +220,7 @@ def test_two_brokers_in_cluster_mode(tmp_path: Path) -> None:
                 rows = cli.json("cluster", "list")
                 return rows if {r["broker"] for r in rows} == {"broker-a", "broker-b"} else None
 
-            poll(both_registered, "both brokers to register")
+            wait_until(both_registered, "both brokers to register")
             created = cli.json("topic", "create", "Spread", "--queues", "2")
             assert created["brokers"] == ["broker-a", "broker-b"]
             route = cli.json("topic", "route", "Spread")

@@ -24,9 +24,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -34,26 +34,14 @@ from tidemq import ConsumeFromWhere, LitePullConsumer, Producer, make_message
 from tidemq.client.errors import ClientError
 from tidemq.protocol import ResponseCode
 from tidemq.testing.processes import ServerProcess, serve, server_env
+from tidemq.testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
-T = TypeVar("T")
 MiB = 1 << 20
 DISK_MB = 96
 BODY = 4000
 TOPIC = "FullDisk"
-
-
-def poll(check: Callable[[], T | None], what: str, deadline_s: float = 60.0) -> T:
-    """Call `check` until it returns something truthy (a deadline, no blind sleep)."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -175,7 +163,9 @@ def test_a_full_disk_refuses_sends_and_the_server_lives_on(
         # Still serving: every acknowledged message reads back, offsets commit.
         read = read_all(server, "full-disk-readers", len(acked))
         assert sorted(read) == sorted(acked)
-        poll(lambda: "cannot write consumer offsets" in server.stderr(), "a failed offsets write")
+        wait_until(
+            lambda: "cannot write consumer offsets" in server.stderr(), "a failed offsets write"
+        )
         assert server.popen.poll() is None
         log = server.stderr()
         assert "WARNING tidemq.store.disk_guard" in log
@@ -202,14 +192,14 @@ def test_a_full_disk_refuses_sends_and_the_server_lives_on(
                 return False
             return True
 
-        poll(accepted, "a send accepted after freeing space", deadline_s=30)
+        wait_until(accepted, "a send accepted after freeing space")
         acked.append(body(200_000))
         later, refused = send_until_refused(sender, 300_000, refusals_wanted=1, limit=20)
         assert len(later) == 20 and not refused
         acked += later
         assert sorted(read_all(server, "at-the-end", len(acked))) == sorted(acked)
         offsets = data / "config" / "consumerOffset.json"
-        poll(
+        wait_until(
             lambda: offsets.exists() and "after-restart" in offsets.read_text(),
             "offsets committed on the full disk written once space is back",
         )
@@ -237,14 +227,17 @@ def test_above_rocketmqs_warning_ratio_sends_are_refused_until_use_falls(
             acked.extend(sent)
             return refused[0] if refused else None
 
-        refused_one = poll(refusal, "a refusal once the disk is 95 % used", deadline_s=30)
+        # One send per try, at most a thousand (`attempts`): 30 s at 0.1 s apart stays within.
+        refused_one = wait_until(
+            refusal, "a refusal once the disk is 95 % used", timeout=30, interval=0.1
+        )
         assert refused_one.code == ResponseCode.SERVICE_NOT_AVAILABLE
         assert re.search(r"disk is full \[CL: 0\.9\d used of ", str(refused_one)), refused_one
         assert "writes resume at 0.85 or less" in str(refused_one)
         assert "WARNING tidemq.store.disk_guard" in server.stderr()
 
         (small_disk / "filler").unlink()
-        poll(lambda: not refusal(), "sends taken again", deadline_s=30)
+        wait_until(lambda: not refusal(), "sends taken again", timeout=30, interval=0.1)
         assert sorted(read_all(server, "ratio-readers", len(acked))) == sorted(acked)
         assert server.popen.poll() is None
 
@@ -284,7 +277,7 @@ def test_forced_retention_is_logged_counted_and_shown_by_cluster_list(
         ) as consumer:
             queues = consumer.fetch_message_queues(TOPIC)
             consumer.assign(queues)
-            poll(lambda: consumer.poll(timeout_s=1), "a first message")
+            wait_until(lambda: consumer.poll(timeout_s=1), "a first message")
             consumer.commit_sync()
         stats = os.statvfs(small_disk)
         total = stats.f_blocks * stats.f_frsize
@@ -297,7 +290,7 @@ def test_forced_retention_is_logged_counted_and_shown_by_cluster_list(
             files = row["forced_deleted_files"]
             return row if files else None
 
-        row = poll(forced, "a forced deletion in cluster list", deadline_s=60)
+        row = wait_until(forced, "a forced deletion in cluster list")
         assert 0.6 <= row["disk_ratio"] <= 1.0
         assert row["disk_full"] is False
         assert row["flush_trouble"] is None  # forced deletion is no flush trouble

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,18 +18,10 @@ from tidemq.protocol.headers import (
     UnregisterBrokerRequestHeader,
     encode_header,
 )
+from tidemq.testing.waiting import eventually
 from tidemq.transport import RemotingClient
 
 A_ADDR, B_ADDR = "127.0.0.1:10911", "127.0.0.1:20911"
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.005)
 
 
 def topic_config(name: str, queues: int = 4, perm: int = 6) -> dict[str, object]:
@@ -281,7 +273,8 @@ async def test_a_broker_is_removed_when_its_connection_closes(cluster: Cluster) 
     finally:
         await broker_a.close()
     await eventually(
-        lambda: [b.broker_name for b in cluster.namesrv.routes.brokers()] == ["broker-b"]
+        lambda: [b.broker_name for b in cluster.namesrv.routes.brokers()] == ["broker-b"],
+        "broker-a removed",
     )
     assert (await cluster.call(route_request("OnlyA"), asker)).code == ResponseCode.TOPIC_NOT_EXIST
     route = await cluster.ok(route_request("T"), asker)
@@ -302,7 +295,7 @@ async def test_a_silent_broker_expires_after_120_seconds_and_is_disconnected(
     cluster.clock.advance(1)
     [expired] = cluster.namesrv.scan_now()
     assert expired.broker_addr == A_ADDR
-    await eventually(lambda: connection_a.closed)
+    await eventually(lambda: connection_a.closed, "broker-a's connection closed")
     route = await cluster.ok(route_request("T"), broker_b)
     assert [b["brokerName"] for b in route["brokerDatas"]] == ["broker-b"]
 
@@ -316,5 +309,5 @@ async def test_the_expiry_scan_runs_by_itself() -> None:
         )
         assert response.code == ResponseCode.SUCCESS
         clock.advance(121)
-        await eventually(lambda: namesrv.routes.brokers() == [])
+        await eventually(lambda: namesrv.routes.brokers() == [], "the scan to expire broker-a")
         assert namesrv.routes.route("T") is None

@@ -22,7 +22,7 @@ from tidemq.client.admin import AdminClient
 from tidemq.client.consumer.simple import AsyncSimpleConsumer, ReceivedMessage, SimpleConsumer
 from tidemq.client.errors import ClientError
 from tidemq.common import properties as props
-from tidemq.common.message import Message
+from tidemq.common.message import Message, MessageExt
 from tidemq.protocol import ResponseCode
 from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.command import RemotingCommand
@@ -30,7 +30,7 @@ from tidemq.protocol.headers import encode_header
 from tidemq.protocol.pop_headers import ChangeInvisibleTimeRequestHeader, PopMessageRequestHeader
 from tidemq.testing.client_support import create_topic, numbered_messages, produce, read_topic
 from tidemq.testing.processes import ServerProcess, serve
-from tidemq.testing.waiting import eventually, unique_name
+from tidemq.testing.waiting import HANG_GUARD_S, eventually, unique_name, wait_until
 from tidemq.transport import RemotingClient
 
 pytestmark = pytest.mark.slow
@@ -42,20 +42,24 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield process
 
 
+POP_PARKED_S = 0.5
+"""A pause before the send, so that the pop is parked by the broker when the message
+arrives. The broker is another process and shows no count of parked pops, so there is
+no condition to wait on; a pause too short on a slow machine only lets the pop find the
+message at once (the test then passes without exercising the hold), it cannot fail it."""
+
+
 async def receive_until(
-    consumer: AsyncSimpleConsumer,
-    count: int,
-    invisible_s: float,
-    deadline_s: float = 30.0,
-    *,
-    batch: int = 32,
+    consumer: AsyncSimpleConsumer, count: int, invisible_s: float, *, batch: int = 32
 ) -> list[ReceivedMessage]:
     """Receive (up to `batch` a time) until `count` messages came (or fail at the deadline)."""
     got: list[ReceivedMessage] = []
-    deadline = time.monotonic() + deadline_s
-    while len(got) < count:
-        assert time.monotonic() < deadline, f"only {len(got)} of {count} messages came"
-        got += await consumer.receive(batch, invisible_s)
+
+    async def enough() -> bool:
+        got.extend(await consumer.receive(batch, invisible_s))
+        return len(got) >= count
+
+    await eventually(enough, f"{count} messages received")
     return got
 
 
@@ -129,21 +133,23 @@ async def test_forged_and_malformed_handles(server: ServerProcess) -> None:
 async def test_long_polling_answers_when_a_message_arrives(server: ServerProcess) -> None:
     topic, group = unique_name("PopT"), unique_name("PopG")
     await create_topic(server.namesrv, topic, queues=2)
-    async with AsyncSimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=15) as c:
-        started = time.monotonic()
+    # The pop may wait longer than the hang guard: only the arrival can answer it in time.
+    await_s = 2 * HANG_GUARD_S
+    async with AsyncSimpleConsumer(
+        group, {topic: "*"}, server.namesrv, await_duration=await_s
+    ) as c:
         receiving = asyncio.ensure_future(c.receive(4, 30))
-        await asyncio.sleep(0.5)  # let the pop be held before the send
+        await asyncio.sleep(POP_PARKED_S)  # see POP_PARKED_S: no condition to wait on
         assert not receiving.done()
         await produce(server.namesrv, numbered_messages(topic, 1, body="late"))
-        got = await asyncio.wait_for(receiving, 10)
+        got = await asyncio.wait_for(receiving, HANG_GUARD_S)
         assert [m.body for m in got] == [b"late"]
-        assert time.monotonic() - started < 10
         await c.ack(got[0])
         started = time.monotonic()
         quick = AsyncSimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=1)
-        async with quick:
+        async with quick, asyncio.timeout(HANG_GUARD_S):
             assert await quick.receive(4, 30) == []
-        assert 0.9 <= time.monotonic() - started < 8
+        assert time.monotonic() - started >= 0.9  # held for its await duration
 
 
 async def test_max_attempts_go_to_the_dlq(server: ServerProcess) -> None:
@@ -156,15 +162,15 @@ async def test_max_attempts_go_to_the_dlq(server: ServerProcess) -> None:
         first = await receive_until(c, 1, invisible_s=0.5)
         second = await receive_until(c, 1, invisible_s=0.5)
         assert [m.delivery_attempt for m in first + second] == [1, 2]
-        deadline = time.monotonic() + 20
-        dead = []
-        while not dead:
-            assert time.monotonic() < deadline, "the message never reached the DLQ"
+
+        async def dead_lettered() -> list[MessageExt]:
             assert await c.receive(4, 0.5) == []
             try:
-                dead = await read_topic(server.namesrv, f"%DLQ%{group}")
+                return await read_topic(server.namesrv, f"%DLQ%{group}")
             except ClientError:
-                dead = []
+                return []
+
+        dead = await eventually(dead_lettered, "the message in the DLQ")
     assert [m.body for m in dead] == [b"poison"]
 
 
@@ -179,27 +185,25 @@ async def test_fifo_group_blocks_the_queue_until_the_batch_is_acked(
     for message in messages:
         message.properties[props.SHARDING_KEY] = "order-1"
     await produce(server.namesrv, messages)
+    # `one` waits its 1 s await duration and is answered: the queue handed nothing out
+    # in that time (the consumer's setting); `two` is held past the hang guard.
     one = AsyncSimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=1)
-    two = AsyncSimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=10)
+    two = AsyncSimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=2 * HANG_GUARD_S)
     async with one, two:
         batch = await one.receive(2, 30)
         assert [m.body for m in batch] == [b"m0", b"m1"]
         held = asyncio.ensure_future(two.receive(2, 30))
-        await asyncio.sleep(0.5)
-        assert not held.done(), "a FIFO queue was handed out while its batch is in flight"
+        assert await one.receive(2, 30) == [], "a FIFO queue handed out with a batch in flight"
+        assert not held.done()
         await one.ack(batch[0])
-        await asyncio.sleep(0.3)
+        assert await one.receive(2, 30) == [], "handed out after a partial ack"
         assert not held.done()
         await one.ack(batch[1])  # the last ack commits the batch and wakes the held pop
-        rest = await asyncio.wait_for(held, 8)
+        rest = await asyncio.wait_for(held, HANG_GUARD_S)
         assert [m.body for m in rest] == [b"m2", b"m3"]
         # not acked: the same messages come again, in order, attempt 2
         await two.change_invisible_duration(rest[0], 0.2)
-        again = []
-        deadline = time.monotonic() + 15
-        while not again:
-            assert time.monotonic() < deadline
-            again = await one.receive(2, 30)
+        again = await eventually(lambda: one.receive(2, 30), "m2 and m3 again")
         assert [m.body for m in again] == [b"m2", b"m3"]
         assert [m.delivery_attempt for m in again] == [2, 2]
         for message in again:
@@ -514,10 +518,12 @@ def test_blocking_simple_consumer(server: ServerProcess) -> None:
 
     def receive(consumer: SimpleConsumer, count: int) -> list[ReceivedMessage]:
         got: list[ReceivedMessage] = []
-        deadline = time.monotonic() + 30
-        while len(got) < count:
-            assert time.monotonic() < deadline, f"only {len(got)} of {count} messages came"
-            got += consumer.receive(8, 30)
+
+        def enough() -> bool:
+            got.extend(consumer.receive(8, 30))
+            return len(got) >= count
+
+        wait_until(enough, f"{count} messages received")
         return got
 
     with SimpleConsumer(group, {topic: "*"}, server.namesrv, await_duration=1) as consumer:

@@ -461,9 +461,7 @@ async def test_sends_fail_over_when_a_broker_is_killed(
                 brokers["broker-b"].popen.send_signal(signal.SIGKILL)
                 brokers["broker-b"].popen.wait(timeout=10)
                 calls.clear()
-                started_at = time.monotonic()
                 after = [await p.send(Message("Spread", b"after")) for _ in range(10)]
-                elapsed = time.monotonic() - started_at
 
                 assert all(r.status == "SEND_OK" for r in after)
                 assert {r.broker_name for r in after} == {"broker-a"}
@@ -474,7 +472,6 @@ async def test_sends_fail_over_when_a_broker_is_killed(
                 assert p.fault_tolerance is not None
                 assert not p.fault_tolerance.is_available("broker-b")
                 assert p.fault_tolerance.is_available("broker-a")
-                assert elapsed < 10.0
         finally:
             for context in reversed(contexts):
                 context.__exit__(None, None, None)

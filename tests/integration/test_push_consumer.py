@@ -233,13 +233,18 @@ async def test_flow_control_pauses_and_resumes(server: ServerProcess) -> None:
     bodies: set[str] = set()
     holder: list[AsyncPushConsumer] = []
 
+    def flow_controlled() -> bool:
+        pull = holder[0].pull_service
+        return pull is not None and pull.flow_control_times > 0
+
     async def slow(
         messages: list[MessageExt], context: ConsumeConcurrentlyContext
     ) -> ConsumeStatus:
         pq = holder[0].process_queue(context.mq)
         if pq is not None:
             cached.append(pq.count)
-        await asyncio.sleep(0.005)
+        # Consume nothing until the buffer is full: pulling has been paused once.
+        await eventually(flow_controlled, "flow control to pause the pulling")
         bodies.update(m.body.decode() for m in messages)
         return ConsumeStatus.CONSUME_SUCCESS
 

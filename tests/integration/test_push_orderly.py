@@ -34,10 +34,11 @@ from tidemq.client.consumer.listener import (
 from tidemq.client.consumer.pull_api import PullStatus, pull_message
 from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.client.consumer.queue_locks import QueueLockService
-from tidemq.client.consumer.subscription import SubscriptionSpec, dlq_topic
+from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.producer import AsyncProducer
 from tidemq.common.message import Message, MessageExt, MessageQueue
+from tidemq.common.names import dlq_topic_of
 from tidemq.testing.client_support import create_topic
 from tidemq.testing.consumer_child import ConsumerChild
 from tidemq.testing.processes import FAST_DELAY_LEVELS, ServerProcess, serve
@@ -100,6 +101,14 @@ class Seen:
     seq: int
 
 
+IN_FLIGHT_S = 0.002
+"""How long each batch stays in its listener: a window in which a second consumer of
+the same queue would be caught overlapping (`Journal.overlaps`). The pause is the probe
+for "nothing else consumes this queue meanwhile"; there is no event to wait on."""
+ROUND_PACING_S = 0.1
+"""Pacing of the producer: rounds spread over the consumers' joins and leaves (load)."""
+
+
 class Journal:
     """What every consumer saw, in the order it was seen (one event loop)."""
 
@@ -108,7 +117,7 @@ class Journal:
         self.in_flight: dict[int, str] = {}
         self.overlaps: list[tuple[int, str, str]] = []
 
-    def listener(self, name: str, pause_s: float = 0.002) -> AsyncOrderlyListener:
+    def listener(self, name: str, pause_s: float = IN_FLIGHT_S) -> AsyncOrderlyListener:
         async def consume(
             messages: list[MessageExt], context: ConsumeOrderlyContext
         ) -> ConsumeOrderlyStatus:
@@ -117,7 +126,7 @@ class Journal:
             if holder is not None:
                 self.overlaps.append((queue_id, holder, name))
             self.in_flight[queue_id] = name
-            await asyncio.sleep(pause_s)  # let other consumers run meanwhile
+            await asyncio.sleep(pause_s)  # see IN_FLIGHT_S: other consumers run meanwhile
             for m in messages:
                 key, seq = m.body.decode().split(":")
                 self.records.append(Seen(name, queue_id, m.queue_offset, key, int(seq)))
@@ -198,7 +207,7 @@ async def test_order_is_kept_while_consumers_join_and_leave(server: ServerProces
         async def produce() -> None:
             for _ in range(rounds):
                 await keyed.round()
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(ROUND_PACING_S)  # see ROUND_PACING_S: load pacing
 
         producing = asyncio.create_task(produce())
         c1 = orderly_consumer(server, group, topic, "c1", journal.listener("c1"))
@@ -262,7 +271,7 @@ async def test_crashed_consumer_queues_restart_from_the_committed_offset(
     frozen = asyncio.Event()  # set at the kill: the survivor holds back new queues...
     thawed = asyncio.Event()  # ... until the committed offsets were read
     owned_before_kill: set[int] = set()
-    record = journal.listener("survivor", pause_s=0.002)
+    record = journal.listener("survivor")
 
     async def survivor_listener(
         messages: list[MessageExt], context: ConsumeOrderlyContext
@@ -287,10 +296,11 @@ async def test_crashed_consumer_queues_restart_from_the_committed_offset(
         crasher.kill()
         # once the broker saw the connection close, everything the dead
         # process sent (offset commits included) has been read
-        for _ in range(600):
-            if len(await probe.consumer_ids(group, topic)) == 1:
-                break
-            await asyncio.sleep(0.05)
+
+        async def crasher_gone() -> bool:
+            return len(await probe.consumer_ids(group, topic)) == 1
+
+        await eventually(crasher_gone, "the broker to see the crashed consumer's close")
         async with AdminClient(server.namesrv) as admin:
             committed = {
                 row.queue_id: row.consumer_offset
@@ -398,7 +408,7 @@ async def test_suspend_retries_locally_in_order_then_dead_letters(
     instance = ClientInstance(ClientConfig(namesrv=server.namesrv))
     await instance.start()
     try:
-        dlq = dlq_topic(group)
+        dlq = dlq_topic_of(group)
         route = await instance.route(dlq)
         dlq_mq = MessageQueue(dlq, route.queue_datas[0].broker_name, 0)
         result = await pull_message(
@@ -444,9 +454,11 @@ async def test_lock_service_gives_each_queue_to_one_client(server: ServerProcess
         # the first client goes silent (connection open, no renewal): its lock
         # expires after queue_lock_expiry_s (5 s) and the second one gets it
         locked_at = time.monotonic()
-        while not await second.lock(mqs[1]):
-            assert time.monotonic() - locked_at < 30, "the lock never expired"
-            await asyncio.sleep(0.2)
+
+        async def second_locked() -> bool:
+            return await second.lock(mqs[1])
+
+        await eventually(second_locked, "the silent client's lock to expire", interval=0.2)
         assert time.monotonic() - locked_at >= 4.5
         assert tables[1][mqs[1]].locked
     finally:

@@ -25,9 +25,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import grpc
 import pytest
@@ -41,28 +40,15 @@ from tidemq.protocol import SerializeType
 from tidemq.protocol.frame import MAX_FRAME_SIZE, frame_prefix
 from tidemq.testing.client_support import read_topic
 from tidemq.testing.processes import ServerProcess, serve, serve_args, server_env
+from tidemq.testing.waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc"),
 ]
 
-T = TypeVar("T")
 MiB = 1024 * 1024
 PRLIMIT = shutil.which("prlimit")
-
-
-def poll(check: Callable[[], T | None], what: str, deadline_s: float = 30.0) -> T:
-    deadline = time.monotonic() + deadline_s
-    pause = 0.02
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {deadline_s:g}s waiting for {what}")
-        time.sleep(pause)
-        pause = min(pause * 2, 0.25)
 
 
 def open_fds(pid: int) -> int:
@@ -145,7 +131,9 @@ def test_running_out_of_file_descriptors_is_survived(tmp_path: Path) -> None:
             subprocess.run([PRLIMIT, f"--pid={pid}", f"--nofile={soft}:{soft}"], check=True)
             with raw_connections(server.broker, soft + 40) as idle:
                 assert len(idle) > 20
-                poll(lambda: open_fds(pid) >= soft - 1, "the server to run out of descriptors")
+                wait_until(
+                    lambda: open_fds(pid) >= soft - 1, "the server to run out of descriptors"
+                )
                 starved_until = time.monotonic() + 30
                 sends = 0
                 while time.monotonic() < starved_until and sends < 2000:
@@ -156,7 +144,7 @@ def test_running_out_of_file_descriptors_is_survived(tmp_path: Path) -> None:
                 assert "flush failed (EMFILE" in server.stderr(), "the checkpoint never starved"
                 assert server.popen.poll() is None
             # the idle connections are closed: sends must be acknowledged again
-            poll(ledger.send, "a send to be acknowledged after the starvation")
+            wait_until(ledger.send, "a send to be acknowledged after the starvation")
             assert all(ledger.send() for _ in range(20))
         with Producer("FdProducer2", namesrv=server.namesrv) as fresh:  # new connections
             assert fresh.send(make_message("FdTopic", b"fresh")).status == "SEND_OK"
@@ -165,7 +153,7 @@ def test_running_out_of_file_descriptors_is_survived(tmp_path: Path) -> None:
         lines = log_lines(server)
         assert not any("out of system resource" in line for line in lines)
         assert len(lines) < 150, "\n".join(lines[:60])
-        poll(lambda: "flush recovered" in server.stderr(), "the recovery line")
+        wait_until(lambda: "flush recovered" in server.stderr(), "the recovery line")
         assert server.stop() == 0
     with serve(data, flush="sync", name="restarted") as again:
         ledger.check_readable(again.namesrv)

@@ -22,7 +22,7 @@ from tidemq.common.message import MessageQueue
 from tidemq.spark.session import java_available, local_session
 from tidemq.testing.client_support import create_topic, produce
 from tidemq.testing.processes import ServerProcess, serve, server_env
-from tidemq.testing.waiting import unique_name
+from tidemq.testing.waiting import unique_name, wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -116,8 +116,12 @@ def test_offsets_and_timestamps_bound_a_batch_read(spark: Any, server: ServerPro
     first = [make_message(topic, f"early{i}") for i in range(20)]
     asyncio.run(produce(server.namesrv, first, batch_size=20))
     stored_by = int(time.time() * 1000)  # every early message is stored by now
-    while (middle_ms := int(time.time() * 1000)) <= stored_by:  # the next millisecond
-        time.sleep(0.0005)
+
+    def next_millisecond() -> int | None:
+        now_ms = int(time.time() * 1000)
+        return now_ms if now_ms > stored_by else None
+
+    middle_ms = wait_until(next_millisecond, "the next millisecond", interval=0.0005)
     later = [make_message(topic, f"late{i}") for i in range(10)]
     asyncio.run(produce(server.namesrv, later, batch_size=10))
     key = f"{mq.broker_name}:{mq.queue_id}"
@@ -214,10 +218,7 @@ def test_lost_offsets_fail_clearly_or_are_skipped(spark: Any, tmp_path: Path) ->
             with Connection(server.namesrv) as conn:
                 return conn.min_offsets([mq])[mq]
 
-        deadline = time.monotonic() + 60
-        while (low := first_offset()) == 0:  # retention runs every 10 s
-            assert time.monotonic() < deadline, "retention removed nothing in 60 s"
-            time.sleep(0.5)
+        low = wait_until(first_offset, "retention (every 10 s) to remove a file", interval=0.5)
         key = f"{mq.broker_name}:{mq.queue_id}"
         from_zero = json.dumps({topic: {key: 0}})
         with pytest.raises(Exception, match=f"are gone .*starts at {low}.*failOnDataLoss=false"):
@@ -255,11 +256,12 @@ def test_stream_picks_up_queues_added_later(
         def bodies() -> set[str]:
             return {r.body.decode() for r in spark.sql("select body from grow").collect()}
 
-        deadline = time.monotonic() + 120
-        while len(bodies()) < 10:
+        def arrived(wanted: set[str]) -> bool:
             assert query.exception() is None, query.exception()
-            assert time.monotonic() < deadline, "the first messages never arrived"
-            time.sleep(0.3)
+            return bodies() >= wanted
+
+        first = {f"old{i}" for i in range(10)}
+        wait_until(lambda: arrived(first), "the first messages", timeout=120, interval=0.3)
 
         async def grow() -> None:
             async with AdminClient(server.namesrv) as admin:
@@ -273,11 +275,9 @@ def test_stream_picks_up_queues_added_later(
         for mq in new_queues:
             sent = [make_message(topic, f"new{mq.queue_id}-{i}") for i in range(5)]
             asyncio.run(produce(server.namesrv, sent, queue=mq))
-        wanted = {f"old{i}" for i in range(10)} | {f"new{q}-{i}" for q in (2, 3) for i in range(5)}
-        while bodies() != wanted:
-            assert query.exception() is None, query.exception()
-            assert time.monotonic() < deadline, f"missing {sorted(wanted - bodies())}"
-            time.sleep(0.3)
+        wanted = first | {f"new{q}-{i}" for q in (2, 3) for i in range(5)}
+        wait_until(lambda: arrived(wanted), "the messages of the new queues", interval=0.3)
+        assert bodies() == wanted
         rows = spark.sql("select queue_id, queue_offset from grow where queue_id >= 2").collect()
         assert sorted((r.queue_id, r.queue_offset) for r in rows) == [
             (q, o) for q in (2, 3) for o in range(5)

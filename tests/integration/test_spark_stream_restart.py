@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 from tidemq.spark.session import java_available
 from tidemq.testing.client_support import create_topic, numbered_messages, produce, read_topic
 from tidemq.testing.processes import ServerProcess, serve, server_env
-from tidemq.testing.waiting import unique_name
+from tidemq.testing.waiting import unique_name, wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -61,11 +60,13 @@ def test_kill9_mid_stream_then_restart_copies_exactly_once(
 
     first = child(server, args, tmp_path / "first.log")
     try:
-        deadline = time.monotonic() + 240
-        while len(copied := bodies(server, target)) < 450:
+
+        def copied_450() -> list[str] | None:
             assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the first run copied too little in time"
-            time.sleep(0.2)
+            copied = bodies(server, target)
+            return copied if len(copied) >= 450 else None
+
+        copied = wait_until(copied_450, "the first run to copy 450", timeout=240, interval=0.2)
         os.killpg(first.pid, signal.SIGKILL)
     finally:
         if first.poll() is None:

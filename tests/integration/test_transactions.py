@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -103,32 +102,34 @@ async def reader(server: ServerProcess, queue: MessageQueue) -> Any:
         yield consumer
 
 
-async def bodies_until_sentinel(
-    server: ServerProcess, queue: MessageQueue, *, timeout_s: float = 60.0
-) -> list[bytes]:
+async def polled_until(consumer: AsyncLitePullConsumer, body: bytes, what: str) -> list[bytes]:
+    """Every body `consumer` polls until `body` came."""
+    bodies: list[bytes] = []
+
+    async def came() -> bool:
+        bodies.extend(m.body for m in await consumer.poll(0.5))
+        return body in bodies
+
+    await eventually(came, what, timeout=CHECK_DEADLINE_S)
+    return bodies
+
+
+async def bodies_until_sentinel(server: ServerProcess, queue: MessageQueue) -> list[bytes]:
     """Send a sentinel to `queue`, then every body stored there up to it."""
     sentinel = unique_name("sentinel").encode()
     async with AsyncProducer(unique_name("pg_sentinel"), server.namesrv) as producer:
         await producer.send(Message(queue.topic, sentinel), queue=queue)
-    bodies: list[bytes] = []
-    deadline = time.monotonic() + timeout_s
     async with reader(server, queue) as consumer:
-        while sentinel not in bodies:
-            assert time.monotonic() < deadline, f"the sentinel never arrived; got {bodies}"
-            bodies += [m.body for m in await consumer.poll(0.5)]
+        bodies = await polled_until(consumer, sentinel, "the sentinel")
     return bodies[: bodies.index(sentinel)]
 
 
 async def bodies_once_visible(
-    server: ServerProcess, queue: MessageQueue, body: bytes, *, timeout_s: float = CHECK_DEADLINE_S
+    server: ServerProcess, queue: MessageQueue, body: bytes
 ) -> list[bytes]:
     """Poll `queue` until `body` is there; then every body up to a sentinel sent after it."""
-    deadline = time.monotonic() + timeout_s
     async with reader(server, queue) as consumer:
-        seen: list[bytes] = []
-        while body not in seen:
-            assert time.monotonic() < deadline, f"{body!r} never became visible; got {seen}"
-            seen += [m.body for m in await consumer.poll(0.5)]
+        await polled_until(consumer, body, f"{body!r} to become visible")
     return await bodies_until_sentinel(server, queue)
 
 

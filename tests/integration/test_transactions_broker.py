@@ -183,15 +183,15 @@ def consumer(server: ServerProcess, queue: MessageQueue) -> AsyncLitePullConsume
     return member
 
 
-async def poll_bodies_until(
-    member: AsyncLitePullConsumer, last: bytes, timeout: float = 60.0
-) -> list[bytes]:
+async def poll_bodies_until(member: AsyncLitePullConsumer, last: bytes) -> list[bytes]:
     """Bodies polled until `last` arrived."""
     bodies: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    while last not in bodies:
-        assert time.monotonic() < deadline, f"{last!r} never arrived; got {bodies}"
-        bodies += [m.body for m in await member.poll(0.5)]
+
+    async def arrived() -> bool:
+        bodies.extend(m.body for m in await member.poll(0.5))
+        return last in bodies
+
+    await eventually(arrived, f"{last!r} to be polled")
     return bodies
 
 

@@ -14,12 +14,13 @@ import itertools
 import json
 import re
 import shutil
-import time
 from collections import Counter
 from typing import Any
 
 import pytest
 from ali_ons_harness import Event, NodeScript, ScriptRunner, TidemqServer, unique
+
+from tidemq.testing.waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -197,8 +198,9 @@ def find_in_dlq(server: TidemqServer, group: str, key: str, timeout: float) -> d
     """Polls `tidemq message query --topic %DLQ%<group> --key KEY --json` (the DLQ is
     write-only, so it cannot be consumed) until the message shows up; returns it."""
     topic = f"%DLQ%{group}"
-    deadline = time.monotonic() + timeout
-    while True:
+    tries: list[Any] = []
+
+    def queried() -> dict[str, Any] | None:
         result = server.cli(
             "message",
             "query",
@@ -210,20 +212,23 @@ def find_in_dlq(server: TidemqServer, group: str, key: str, timeout: float) -> d
             server.namesrv,
             "--json",
         )
-        if result.returncode == 0:
-            found = json.loads(result.stdout)
-            if isinstance(found, dict):
-                found = [found]
-            if found:
-                message: dict[str, Any] = found[0]
-                return message
-        if time.monotonic() >= deadline:
-            pytest.fail(
-                f"no message with key {key} in {topic} within {timeout:.0f} s; last try:\n"
-                f"{result.describe()}\n{server.describe()}",
-                pytrace=False,
-            )
-        time.sleep(1.0)  # pacing between CLI runs; the loop's condition is the deadline
+        tries.append(result)
+        if result.returncode != 0:
+            return None
+        found = json.loads(result.stdout)
+        if isinstance(found, dict):
+            found = [found]
+        message: dict[str, Any] | None = found[0] if found else None
+        return message
+
+    try:  # a second between CLI runs: each is a new Python process
+        return wait_until(queried, f"key {key} in {topic}", timeout=timeout, interval=1.0)
+    except AssertionError:
+        pytest.fail(
+            f"no message with key {key} in {topic} within {timeout:.0f} s; last try:\n"
+            f"{tries[-1].describe()}\n{server.describe()}",
+            pytrace=False,
+        )
 
 
 @pytest.mark.timeout(120)
@@ -365,4 +370,3 @@ def test_send_to_unknown_topic_is_rejected_with_code_17(scripts: ScriptRunner) -
     error = errors[0]
     check(script, error["name"] == "MQClientException", f"error name {error['name']!r}")
     check(script, error["code"] == 17, f"error code {error['code']!r} (want 17 TOPIC_NOT_EXIST)")
-    check(script, error["elapsedMs"] < 3000, f"rejection took {error['elapsedMs']} ms")

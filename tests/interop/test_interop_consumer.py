@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import shutil
 import threading
-import time
 
 import pytest
 from ali_ons_harness import NodeScript, ScriptRunner, unique
@@ -21,6 +21,7 @@ from tidemq.client._core.rebalance import ConsumeFromWhere
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeStatus
 from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.common.message import MessageExt
+from tidemq.testing.waiting import eventually
 
 pytestmark = [
     pytest.mark.slow,
@@ -62,13 +63,13 @@ async def test_tidemq_push_consumer_receives_what_ali_ons_sends(scripts: ScriptR
         )
         sent = {event["label"]: event for event in script.of_kind("sent")}
         check(script, set(sent) == {"plain", "zip", "skip", "last"}, f"sent {sorted(sent)}")
-        deadline = time.monotonic() + 40
-        while True:
+
+        def all_labels() -> bool:
             with lock:
-                labels = set(received)
-            if {"plain", "zip", "last"} <= labels or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.05)
+                return {"plain", "zip", "last"} <= set(received)
+
+        with contextlib.suppress(AssertionError):  # checked below, failing with the script
+            await eventually(all_labels, "plain, zip and last", timeout=40)
     finally:
         await push.shutdown()
 

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from tidemq.client.admin import AdminClient
 from tidemq.client.errors import ClientError
 from tidemq.testing.client_support import create_topic, read_topic
 from tidemq.testing.processes import serve
-from tidemq.testing.waiting import unique_name
+from tidemq.testing.waiting import unique_name, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_MODULES = REPO / "interop" / "node_modules"
@@ -154,13 +153,14 @@ def run_push(
         assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
         dead = []
         if mode == "fifo":
-            deadline = time.monotonic() + 30
-            while not dead:
-                assert time.monotonic() < deadline, "nothing reached the DLQ"
+
+            def dead_lettered() -> list[Any]:
                 try:
-                    dead = asyncio.run(read_topic(server.namesrv, f"%DLQ%{group}"))
+                    return asyncio.run(read_topic(server.namesrv, f"%DLQ%{group}"))
                 except ClientError:
-                    time.sleep(0.2)
+                    return []
+
+            dead = wait_until(dead_lettered, "a message in the DLQ", interval=0.2)
     return [e for e in events if e["event"] == "consumed"], dead
 
 

@@ -45,7 +45,7 @@ from tidemq.client.admin import AdminClient
 from tidemq.testing import processes
 from tidemq.testing.client_support import create_topic, grpc_call, grpc_send_request, read_topic
 from tidemq.testing.processes import ServerProcess, serve, serve_args
-from tidemq.testing.waiting import eventually, unique_name
+from tidemq.testing.waiting import eventually, unique_name, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -89,14 +89,14 @@ def message(topic: str, body: bytes, **fields: Any) -> Message:
     return result
 
 
-def receive_until(
-    consumer: SimpleConsumer, count: int, invisible_s: int = 15, deadline_s: float = 30
-) -> list[Any]:
+def receive_until(consumer: SimpleConsumer, count: int, invisible_s: int = 15) -> list[Any]:
     got: list[Any] = []
-    deadline = time.monotonic() + deadline_s
-    while len(got) < count:
-        assert time.monotonic() < deadline, f"only {len(got)} of {count} messages came"
-        got += consumer.receive(32, invisible_s)
+
+    def enough() -> bool:
+        got.extend(consumer.receive(32, invisible_s))
+        return len(got) >= count
+
+    wait_until(enough, f"{count} messages received")
     return got
 
 
@@ -146,14 +146,16 @@ def test_fifo_messages_come_in_group_order(server: ServerProcess) -> None:
         for i in range(6):
             producer.send(message(topic, f"a{i}".encode(), message_group="order-a"))
         got: list[Any] = []
-        deadline = time.monotonic() + 30
-        while len(got) < 6:
-            assert time.monotonic() < deadline
+
+        def six_acked() -> bool:
             batch = consumer.receive(2, 15)
             assert all(m.message_group == "order-a" for m in batch)
-            got += batch
+            got.extend(batch)
             for m in batch:
                 consumer.ack(m)
+            return len(got) >= 6
+
+        wait_until(six_acked, "the six messages of order-a")
         assert [m.body for m in got] == [f"a{i}".encode() for i in range(6)]
     finally:
         consumer.shutdown()
@@ -481,13 +483,6 @@ class Listener(MessageListener):  # type: ignore[misc]
         return ConsumeResult.SUCCESS
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 40) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def test_push_consumer_retries_a_failed_message(server: ServerProcess) -> None:
     topic, group = new_topic(server), new_group(server)
     listener = Listener({b"m1"})
@@ -498,7 +493,7 @@ def test_push_consumer_retries_a_failed_message(server: ServerProcess) -> None:
     try:
         for i in range(4):
             producer.send(message(topic, f"m{i}".encode()))
-        wait_for(lambda: (b"m1", 2) in listener.seen, "the redelivery of m1")
+        wait_until(lambda: (b"m1", 2) in listener.seen, "the redelivery of m1")
         bodies = sorted({body for body, _ in listener.seen})
         assert bodies == [b"m0", b"m1", b"m2", b"m3"]
         assert (b"m1", 1) in listener.seen
@@ -525,7 +520,7 @@ def test_push_consumer_fifo_order_retries_and_dlq(server: ServerProcess) -> None
         for i in range(3):
             producer.send(message(topic, f"a{i}".encode(), message_group="ga"))
             producer.send(message(topic, f"b{i}".encode(), message_group="gb"))
-        wait_for(
+        wait_until(
             lambda: {b"a2", b"b2"} <= {body for body, _ in listener.seen}, "both groups to finish"
         )
         for prefix in (b"a", b"b"):
@@ -544,7 +539,7 @@ def test_push_consumer_fifo_order_retries_and_dlq(server: ServerProcess) -> None
                 return False
             return bool(dead)
 
-        wait_for(dead_lettered, "b1 in the DLQ")
+        wait_until(dead_lettered, "b1 in the DLQ")
         assert [m.body for m in dead] == [b"b1"]
     finally:
         consumer.shutdown()
@@ -569,15 +564,15 @@ def change_request(group: str, topic: str, handle: str, seconds: int) -> Any:
     )
 
 
-def receive_raw(
-    server: ServerProcess, group: str, topic: str, count: int, deadline_s: float = 30
-) -> list[Any]:
+def receive_raw(server: ServerProcess, group: str, topic: str, count: int) -> list[Any]:
     """ReceiveMessage (15 s invisible) until `count` messages came."""
     got: list[Any] = []
-    deadline = time.monotonic() + deadline_s
-    while len(got) < count:
-        assert time.monotonic() < deadline, f"only {len(got)} of {count} messages came"
-        got += received(call(server, "ReceiveMessage", receive_request(group, topic)))
+
+    def enough() -> bool:
+        got.extend(received(call(server, "ReceiveMessage", receive_request(group, topic))))
+        return len(got) >= count
+
+    wait_until(enough, f"{count} messages received")
     return got
 
 
@@ -647,40 +642,48 @@ def test_offset_rpcs(server: ServerProcess) -> None:
     assert query("END", on=missing)[0] == Code.TOPIC_NOT_FOUND
 
 
+RECEIVE_PARKED_S = 1.5
+"""How long an empty receive is left alone before the send: the claim is that nothing
+answers it meanwhile (it is held, not answered empty), and it makes sure the message
+arrives while the receive is parked. The server is another process and shows no count
+of parked receives, so real time has to pass."""
+LONG_POLLING_S = 30
+"""The longest hold the proxy allows (MAX_POLL_S): a receive answered only at the end
+of its hold misses ARRIVAL_DEADLINE_S."""
+ARRIVAL_DEADLINE_S = 20.0
+"""A deadline on the answer after the send, generous (it comes in milliseconds) yet
+before the hold would end by itself."""
+
+
 def test_receive_long_polling_answers_when_a_message_arrives(server: ServerProcess) -> None:
     topic, group = new_topic(server), new_group(server)
-    polling_s = 20
 
-    async def run() -> tuple[list[Any], float, float]:
-        started_at = time.monotonic()
+    async def run() -> list[Any]:
         receiving = asyncio.ensure_future(
             grpc_call(
                 server.grpc,
                 "ReceiveMessage",
-                receive_request(group, topic, polling_s=polling_s),
-                timeout=polling_s + 10,
+                receive_request(group, topic, polling_s=LONG_POLLING_S),
+                timeout=LONG_POLLING_S + 10,
             )
         )
-        done, _ = await asyncio.wait({receiving}, timeout=1.5)
+        done, _ = await asyncio.wait({receiving}, timeout=RECEIVE_PARKED_S)
         assert not done, "an empty receive was answered instead of held"
-        sent_at = time.monotonic()
         sent = await grpc_call(server.grpc, "SendMessage", grpc_send_request(topic, b"late"))
         assert sent.status.code == Code.OK
-        answer = await asyncio.wait_for(receiving, polling_s)
-        answered_at = time.monotonic()
-        return answer, answered_at - sent_at, answered_at - started_at
+        return await asyncio.wait_for(receiving, ARRIVAL_DEADLINE_S)
 
-    answer, after_send, total = asyncio.run(run())
+    answer = asyncio.run(run())
     assert answer[0].status.code == Code.OK
     [message] = received(answer)
     assert message.body == b"late"
-    assert after_send < 5 and total < polling_s / 2, (after_send, total)
     acked = call(
         server, "AckMessage", ack_request(group, topic, message.system_properties.receipt_handle)
     )
     assert acked.status.code == Code.OK
 
-    # the hold ends a second before the client's deadline, with an answer
+    # the hold ends a second before the client's deadline, with an answer (not the
+    # client's DEADLINE_EXCEEDED)
     started_at = time.monotonic()
     empty = asyncio.run(
         grpc_call(
@@ -688,7 +691,7 @@ def test_receive_long_polling_answers_when_a_message_arrives(server: ServerProce
         )
     )
     assert empty[0].status.code == Code.MESSAGE_NOT_FOUND
-    assert 1.0 <= time.monotonic() - started_at < 3.0
+    assert time.monotonic() - started_at >= 1.0  # held, not answered at once
 
 
 def test_unknown_group_gets_consumer_group_not_found(tmp_path: Path) -> None:
@@ -748,7 +751,7 @@ def test_expired_receipt_handles_are_refused(server: ServerProcess) -> None:
 def wait_until_expired(handles: list[str]) -> None:
     """Until the server's clock (this machine's) is past every handle's invisible time."""
     due_ms = max(parse_receipt_handle(h).due_ms for h in handles)
-    wait_for(lambda: time.time() * 1000 > due_ms + 50, "the invisible time to pass")
+    wait_until(lambda: time.time() * 1000 > due_ms + 50, "the invisible time to pass")
 
 
 def test_late_fifo_ack_and_the_minimum_receive_invisible_time(tmp_path: Path) -> None:

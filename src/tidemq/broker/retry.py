@@ -29,10 +29,16 @@ from __future__ import annotations
 from tidemq.common import properties as props
 from tidemq.common.message import MessageExt
 from tidemq.common.message_id import host_bytes, offset_message_id
+from tidemq.common.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    dlq_topic_of,
+    is_dlq_topic,
+    is_retry_topic,
+    retry_topic_of,
+)
 from tidemq.store.api import MessageToStore
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 RETRY_BASE_LEVEL = 3
 """delay level 0 in a send-back means level 3 + reconsume times (10 s first)."""
 DEFAULT_MAX_RECONSUME_TIMES = 16
@@ -40,22 +46,6 @@ DEFAULT_MAX_RECONSUME_TIMES = 16
 RETRY_QUEUE_ID = 0
 """Retry and DLQ topics have one queue (retryQueueNums = DLQ_NUMS_PER_GROUP = 1)."""
 DLQ_QUEUE_ID = 0
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
-
-
-def is_retry_topic(topic: str) -> bool:
-    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-
-
-def is_dlq_topic(topic: str) -> bool:
-    return topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
 
 
 def group_of(topic: str) -> str | None:
@@ -121,12 +111,12 @@ def build_send_back(
         properties[props.RETRY_TOPIC] = record.topic
     properties[props.WAIT] = "false"
     if goes_to_dlq(record.reconsume_times, delay_level, max_reconsume_times):
-        topic, queue_id, level = dlq_topic(group), DLQ_QUEUE_ID, 0
+        topic, queue_id, level = dlq_topic_of(group), DLQ_QUEUE_ID, 0
         # Java leaves any DELAY as it was; a delivered record has none (or ali-ons'
         # "0"), and dropping it keeps a delay-aware put path from parking the copy.
         properties.pop(props.DELAY, None)
     else:
-        topic, queue_id = retry_topic(group), RETRY_QUEUE_ID
+        topic, queue_id = retry_topic_of(group), RETRY_QUEUE_ID
         level = send_back_delay_level(record.reconsume_times, delay_level)
         properties[props.DELAY] = str(level)
     origin = properties.get(props.ORIGIN_MESSAGE_ID, "")
@@ -165,5 +155,5 @@ def retry_route_for_send(
         return topic, False
     limit = group_max if max_reconsume_times is None else max_reconsume_times
     if reconsume_times >= limit:
-        return dlq_topic(topic[len(RETRY_GROUP_TOPIC_PREFIX) :]), True
+        return dlq_topic_of(topic[len(RETRY_GROUP_TOPIC_PREFIX) :]), True
     return topic, False

@@ -26,7 +26,12 @@ from tidemq.broker.topics import (
 )
 from tidemq.common import properties as props
 from tidemq.common import sysflag
-from tidemq.common.names import validate_topic_name
+from tidemq.common.names import (
+    dlq_topic_of,
+    is_retry_topic,
+    retry_topic_of,
+    validate_topic_name,
+)
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.message_codec import BatchEntry, decode_record, split_batch
@@ -127,7 +132,7 @@ class BrokerSender:
             config = self.topics.create_in_send(
                 topic, request.default_topic, request.default_topic_queue_nums
             )
-            if config is None and retry.is_retry_topic(topic):
+            if config is None and is_retry_topic(topic):
                 config = self.topics.ensure_retry_topic(retry.group_of(topic) or "")
             if config is None:
                 raise BrokerError(
@@ -224,7 +229,7 @@ class BrokerSender:
             )
         topic = request.topic
         to_dlq = False
-        if retry.is_retry_topic(topic):
+        if is_retry_topic(topic):
             topic, to_dlq = self._route_retry(request)
             if to_dlq:
                 queue_id = retry.DLQ_QUEUE_ID
@@ -282,7 +287,7 @@ class BrokerSender:
     def _batch_entries(self, request: SendRequest) -> tuple[TopicConfig, int, list[BatchEntry]]:
         """The topic, queue and entries of a batch request, checked (not a retry
         topic, a well-formed, non-empty body)."""
-        if retry.is_retry_topic(request.topic):
+        if is_retry_topic(request.topic):
             raise BrokerError(
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"batch request does not support retry group {request.topic}",
@@ -443,7 +448,7 @@ class BrokerSender:
         retry_config = self.topics.ensure_retry_topic(group, group_config.retry_queue_nums)
         if retry_config is None:
             raise BrokerError(
-                ResponseCode.SYSTEM_ERROR, f"topic[{retry.retry_topic(group)}] not exist"
+                ResponseCode.SYSTEM_ERROR, f"topic[{retry_topic_of(group)}] not exist"
             )
         if not is_writeable(retry_config.perm):
             raise BrokerError(
@@ -466,7 +471,7 @@ class BrokerSender:
             if dlq is None or not is_writeable(dlq.perm):
                 raise BrokerError(
                     ResponseCode.NO_PERMISSION,
-                    f"the topic[{retry.dlq_topic(group)}] sending message is forbidden",
+                    f"the topic[{dlq_topic_of(group)}] sending message is forbidden",
                 )
             log.info("message at %d of group %s moved to %s", offset, group, message.topic)
         else:

@@ -57,6 +57,7 @@ from tidemq.broker.stats import STATS_WINDOW_S, BrokerStats, RateCounter
 from tidemq.broker.topics import TopicConfig, TopicConfigManager, is_readable
 from tidemq.common import sysflag
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
+from tidemq.common.message import MAX_MESSAGE_SIZE
 from tidemq.common.message_id import host_text
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.headers import EndTransactionRequestHeader
@@ -73,7 +74,6 @@ from tidemq.store.filters import TagFilter
 __all__ = [
     "DEFAULT_QUERY_MAX_NUM",
     "MASTER_ID",
-    "MAX_MESSAGE_SIZE",
     "MAX_PULL_BATCH",
     "STATS_WINDOW_S",
     "VERSION_DESC",
@@ -97,7 +97,6 @@ DEFAULT_QUERY_MAX_NUM = 32
 MAX_MSGS_NUM_BATCH = 64
 """Records a key QUERY_MESSAGE answers at most (Java's maxMsgsNumBatch, IndexService)."""
 MAX_PULL_BATCH = 1024
-MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 
 @functools.lru_cache(maxsize=1024)

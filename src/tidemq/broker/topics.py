@@ -31,11 +31,7 @@ from typing import Any, TypeVar
 
 from tidemq.common.atomic_file import write_json_atomically
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
-from tidemq.common.names import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    validate_topic_name,
-)
+from tidemq.common.names import dlq_topic_of, retry_topic_of, validate_topic_name
 from tidemq.store.config import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -97,14 +93,6 @@ def is_system_topic(topic: str) -> bool:
 
 def is_not_allowed_send_topic(topic: str) -> bool:
     return topic in NOT_ALLOWED_SEND_TOPICS
-
-
-def retry_topic_of(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic_of(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 def is_readable(perm: int) -> bool:

@@ -28,12 +28,14 @@ from tidemq.client.model import (
     PERM_WRITE,
     QueueData,
     SendResult,
+    SendStatus,
     TopicRoute,
 )
 from tidemq.client.timing import DeliverAfter, DeliverAt, timer_properties
 from tidemq.common import properties as props
 from tidemq.common import sysflag
-from tidemq.common.message import Message, MessageQueue
+from tidemq.common.message import MAX_MESSAGE_SIZE, Message, MessageQueue
+from tidemq.common.names import is_retry_topic
 from tidemq.protocol import RemotingCommand, RequestCode, ResponseCode
 from tidemq.protocol.codes import response_code_name
 from tidemq.protocol.headers import SendMessageRequestHeaderV2, encode_header
@@ -42,7 +44,6 @@ from tidemq.protocol.message_codec import MAX_PROPERTIES_LENGTH, encode_batch
 __all__ = [
     "COMPRESS_LEVEL",
     "DEFAULT_COMPRESS_OVER_BYTES",
-    "DEFAULT_MAX_MESSAGE_SIZE",
     "DEFAULT_PRODUCER_GROUP",
     "DEFAULT_TOPIC",
     "DEFAULT_TOPIC_QUEUE_NUMS",
@@ -62,12 +63,10 @@ DEFAULT_TOPIC = "TBW102"
 """AUTO_CREATE_TOPIC_KEY_TOPIC: the template route of topics a broker creates on first send."""
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
-DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 DEFAULT_COMPRESS_OVER_BYTES = 4096
 COMPRESS_LEVEL = 5
 """Java's default `rocketmq.message.compressLevel`."""
 TOPIC_MAX_LENGTH = 127
-RETRY_TOPIC_PREFIX = "%RETRY%"
 
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {
@@ -96,12 +95,13 @@ RETRY_ON_CODES = frozenset(
 )
 """Broker answers a sync send retries on another broker (Java `retryResponseCodes`)."""
 
-_STATUS_BY_CODE: dict[int, str] = {
-    ResponseCode.SUCCESS: "SEND_OK",
-    ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
-    ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE",
+_STATUS_BY_CODE: dict[int, SendStatus] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
 }
+"""The answers that mean stored (Java MQClientAPIImpl.processSendResponse)."""
 _VALID_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]+")
 _SEPARATORS = (props.NAME_VALUE_SEPARATOR, props.PROPERTY_SEPARATOR)
 
@@ -222,7 +222,7 @@ class SendCodec:
         unique_id: Callable[[], str],
         *,
         compress_over_bytes: int = DEFAULT_COMPRESS_OVER_BYTES,
-        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        max_message_size: int = MAX_MESSAGE_SIZE,
         default_topic: str = DEFAULT_TOPIC,
         default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
     ) -> None:
@@ -296,7 +296,7 @@ class SendCodec:
             body = bytes(body)
         if properties.get(props.TRAN_MSG) == "true":
             sys_flag |= sysflag.TRANSACTION_PREPARED_TYPE  # a half message (Java sendKernelImpl)
-        if topic.startswith(RETRY_TOPIC_PREFIX):
+        if is_retry_topic(topic):
             _retry_fields(fields, properties)
         fields["f"] = str(sys_flag)
         fields["h"] = str(message.flag)
@@ -333,7 +333,7 @@ class SendCodec:
             raise TypeError(f"send_batch takes tidemq Messages, not {type(first).__name__}")
         topic = first.topic
         fields = self._template(topic, True).copy()
-        if topic.startswith(RETRY_TOPIC_PREFIX):
+        if is_retry_topic(topic):
             raise _illegal(topic, "a batch cannot go to a retry topic")
         wait = first.wait_store_msg_ok
         ids: list[str] = []

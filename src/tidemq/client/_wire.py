@@ -115,23 +115,6 @@ def parse_address_list(text: str | Sequence[str]) -> list[str]:
     return result
 
 
-def parse_tag_expression(expression: str | None) -> frozenset[str] | None:
-    """The tags of "TagA || TagB"; None for "*" or an empty expression (all tags)."""
-    if expression is None:
-        return None
-    text = expression.strip()
-    if not text or text == "*":
-        return None
-    tags = frozenset(tag.strip() for tag in text.split("||") if tag.strip())
-    if not tags or "*" in tags:
-        return None
-    return tags
-
-
-def tag_matches(tags: frozenset[str] | None, message: MessageExt) -> bool:
-    return tags is None or (message.tags is not None and message.tags in tags)
-
-
 def first_line(text: str | None) -> str:
     for line in (text or "").splitlines():
         if line.strip():

@@ -71,7 +71,6 @@ from tidemq.client._wire import (
     loads_lenient,
     message_queue_key,
     parse_address_list,
-    parse_tag_expression,
     remark,
 )
 from tidemq.client.errors import ClientError
@@ -100,6 +99,7 @@ from tidemq.common.message_id import (
     decode_offset_message_id,
     offset_message_id_address,
 )
+from tidemq.common.tags import SUB_ALL, java_trim, parse_tag_expression
 from tidemq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
 from tidemq.protocol.admin_headers import (
     GetConsumeStatsRequestHeader,
@@ -880,7 +880,7 @@ class AdminClient(AsyncClient):
         queues = [q for q in route.read_queues() if q.broker_name in masters]
         if not queues:
             raise AdminError(f"topic {topic} has no readable queue", ResponseCode.NO_PERMISSION)
-        subscription = sql if sql is not None else (expression.strip() or "*")
+        subscription = sql if sql is not None else (java_trim(expression) or SUB_ALL)
         spec = TailSpec(
             group=group or TOOLS_CONSUMER_GROUP,
             subscription=subscription,

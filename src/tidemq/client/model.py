@@ -4,6 +4,7 @@ ClusterInfo, BrokerData, QueueData, SubscriptionGroupConfig)."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -196,9 +197,29 @@ class GroupConfig:
     config: dict[str, Any]
 
 
+class SendStatus(enum.StrEnum):
+    """How the broker stored a sent message (Java's SendStatus).
+
+    A `str`, so code written against the strings keeps working:
+    `result.status == "SEND_OK"` holds for `SendStatus.SEND_OK`.
+    """
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    """Stored, but not flushed to disk in time (SYNC_FLUSH brokers)."""
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    """Stored on the master, not replicated to the slave in time (SYNC_MASTER)."""
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    """Stored on the master; no slave to replicate to (SYNC_MASTER)."""
+
+    def __repr__(self) -> str:
+        # printed SendResults show `status=SendStatus.SEND_OK`, not the enum's <...: '...'>
+        return f"{type(self).__name__}.{self.name}"
+
+
 @dataclass(frozen=True, slots=True)
 class SendResult:
-    status: str
+    status: SendStatus
     msg_id: str
     """The client id (UNIQ_KEY), what Java's SendResult.getMsgId() returns."""
     offset_msg_id: str

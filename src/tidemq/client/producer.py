@@ -40,7 +40,6 @@ from tidemq.client._loop import BlockingClient
 from tidemq.client._recall import recall_answer, recall_request
 from tidemq.client._send import (
     DEFAULT_COMPRESS_OVER_BYTES,
-    DEFAULT_MAX_MESSAGE_SIZE,
     DEFAULT_PRODUCER_GROUP,
     DEFAULT_TOPIC,
     DEFAULT_TOPIC_QUEUE_NUMS,
@@ -54,9 +53,9 @@ from tidemq.client._send import (
 from tidemq.client._wire import call
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
-from tidemq.client.model import SendResult, TopicRoute
+from tidemq.client.model import SendResult, SendStatus, TopicRoute
 from tidemq.common import properties as props
-from tidemq.common.message import Message, MessageQueue
+from tidemq.common.message import MAX_MESSAGE_SIZE, Message, MessageQueue
 from tidemq.common.message_id import UniqueIdGenerator, host_bytes
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol import RequestCode, ResponseCode
@@ -112,7 +111,7 @@ class AsyncProducer(GroupClient):
         retry_times_when_send_async_failed: int = 2,
         retry_another_broker_when_not_store_ok: bool = False,
         compress_over_bytes: int = DEFAULT_COMPRESS_OVER_BYTES,
-        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        max_message_size: int = MAX_MESSAGE_SIZE,
         send_latency_fault_enable: bool = True,
         create_topic_key: str = DEFAULT_TOPIC,
         default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
@@ -416,7 +415,7 @@ class AsyncProducer(GroupClient):
             end = clock.monotonic()
             self._update_fault(mq.broker_name, end - begin, isolation=False)
             begin = end
-            if result.status != "SEND_OK" and self.retry_another_broker_when_not_store_ok:
+            if result.status != SendStatus.SEND_OK and self.retry_another_broker_when_not_store_ok:
                 last_result = result
                 continue
             return result
@@ -618,7 +617,7 @@ class Producer(BlockingClient[AsyncProducer]):
         retry_times_when_send_async_failed: int = 2,
         retry_another_broker_when_not_store_ok: bool = False,
         compress_over_bytes: int = DEFAULT_COMPRESS_OVER_BYTES,
-        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        max_message_size: int = MAX_MESSAGE_SIZE,
         send_latency_fault_enable: bool = True,
         create_topic_key: str = DEFAULT_TOPIC,
         default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,

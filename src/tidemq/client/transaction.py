@@ -49,7 +49,7 @@ from tidemq.client._send import DEFAULT_PRODUCER_GROUP
 from tidemq.client.consumer.listener import is_async_listener
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
-from tidemq.client.model import SendResult
+from tidemq.client.model import SendResult, SendStatus
 from tidemq.client.producer import AsyncProducer, Producer
 from tidemq.common import properties as props
 from tidemq.common import sysflag
@@ -275,7 +275,7 @@ class AsyncTransactionProducer(AsyncProducer):
         message.properties[props.PGROUP] = self.group
         result = await self.send(message, timeout_s=timeout_s)
         transaction_id = result.transaction_id or result.msg_id
-        if result.status == "SEND_OK":
+        if result.status == SendStatus.SEND_OK:
             execute = self.listener.execute_local_transaction
             state = await self._run_listener(
                 functools.partial(execute, message, arg),

@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 
 from tidemq.common import properties as props
 
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+"""The largest message (body plus encoded properties) by default, on both
+sides: Java's DefaultMQProducer.maxMessageSize and the broker's
+MessageStoreConfig.maxMessageSize are both 4 MiB."""
+
 
 @dataclass(slots=True)
 class Message:

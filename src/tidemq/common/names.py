@@ -20,11 +20,32 @@ TOPIC_MAX_LENGTH = 127
 RETRY_OR_DLQ_TOPIC_MAX_LENGTH = 255
 GROUP_MAX_LENGTH = 120
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+"""MixAll.RETRY_GROUP_TOPIC_PREFIX: a group's retry topic is this + the group."""
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+"""MixAll.DLQ_GROUP_TOPIC_PREFIX: a group's dead-letter topic is this + the group."""
 ALLOWED = "^[%|a-zA-Z0-9_-]+$"
 
 _VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
 _PREVIEW = 60
+
+
+def retry_topic_of(group: str) -> str:
+    """The group's retry topic (MixAll.getRetryTopic)."""
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic_of(group: str) -> str:
+    """The group's dead-letter topic (MixAll.getDLQTopic)."""
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def is_retry_topic(topic: str) -> bool:
+    """A group's retry topic, or a POP retry topic (`%RETRY%<group>_<topic>`)."""
+    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+
+def is_dlq_topic(topic: str) -> bool:
+    return topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
 
 
 def preview(name: str) -> str:
@@ -33,7 +54,7 @@ def preview(name: str) -> str:
 
 
 def topic_max_length(topic: str) -> int:
-    if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+    if is_retry_topic(topic) or is_dlq_topic(topic):
         return RETRY_OR_DLQ_TOPIC_MAX_LENGTH
     return TOPIC_MAX_LENGTH
 

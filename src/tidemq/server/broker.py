@@ -48,6 +48,7 @@ from tidemq.broker.sql_filter import sql92_message_filter
 from tidemq.broker.timers import BrokerTimers
 from tidemq.broker.transactions import BrokerTransactions
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
+from tidemq.common.message import MAX_MESSAGE_SIZE
 from tidemq.grpc.server import GrpcEndpoint
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -56,7 +57,7 @@ from tidemq.protocol.headers import (
     UnregisterBrokerRequestHeader,
     encode_header,
 )
-from tidemq.store.config import MiB, StoreConfig, parse_delay_levels
+from tidemq.store.config import StoreConfig, parse_delay_levels
 from tidemq.store.file_store import FileMessageStore
 from tidemq.store.retention_report import QueueLoss
 from tidemq.transport import Connection, Handler, RemotingClient, RemotingServer, not_supported
@@ -70,7 +71,6 @@ STARTUP_WAIT_S = 5.0
 EXPIRY_SCAN_INTERVAL_S = 10.0
 NAMESRV_TIMEOUT_S = 3.0
 DELAY_PROGRESS_FILE = "delayOffset.json"
-MAX_MESSAGE_SIZE = 4 * MiB
 
 
 def resolve_ipv4(host: str) -> bytes:

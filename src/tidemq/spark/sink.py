@@ -30,6 +30,7 @@ from pyspark.sql.datasource import (
 from tidemq.client._core.queue_selection import select_by_sharding_key
 from tidemq.client.admin import AdminClient
 from tidemq.client.errors import ClientError
+from tidemq.client.model import SendStatus
 from tidemq.client.producer import AsyncProducer
 from tidemq.common import properties as props
 from tidemq.common.message import Message, MessageQueue
@@ -251,10 +252,10 @@ async def _settle(tasks: list[asyncio.Task[None]], everything: bool = False) -> 
         raise
 
 
-def _check_stored(status: str, count: int, topic: str) -> None:
-    if status not in ("SEND_OK",):
+def _check_stored(status: SendStatus, count: int, topic: str) -> None:
+    if status != SendStatus.SEND_OK:
         raise ClientError(
-            f"{count} message(s) to {topic} were answered {status}, not SEND_OK",
+            f"{count} message(s) to {topic} were answered {status}, not {SendStatus.SEND_OK}",
             ResponseCode.SYSTEM_ERROR,
         )
 

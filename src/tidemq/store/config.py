@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from tidemq.common.message import MAX_MESSAGE_SIZE
 from tidemq.store.consumequeue import DEFAULT_ENTRIES_PER_FILE
 
 GiB = 1 << 30
-MiB = 1 << 20
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -45,7 +45,7 @@ class StoreConfig:
     flush_interval_commitlog_ms: int = 500
     flush_interval_consumequeue_ms: int = 1000
     sync_flush_timeout_ms: int = 5000
-    max_message_size: int = 4 * MiB
+    max_message_size: int = MAX_MESSAGE_SIZE
     max_transfer_bytes: int = 256 * 1024
     max_scan_entries: int = 800
     """A filtered read scans at most this many entries (RocketMQ: 16,000 bytes of entries)."""

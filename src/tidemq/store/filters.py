@@ -13,6 +13,7 @@ from typing import Protocol
 
 from tidemq.common import properties as props
 from tidemq.common.hashing import tag_code
+from tidemq.common.tags import parse_tag_expression, tag_codes
 from tidemq.store.config import SCHEDULE_TOPIC, TIMER_TOPIC, parse_delay_levels
 
 
@@ -59,10 +60,10 @@ class TagFilter:
 
     @classmethod
     def from_expression(cls, expression: str | None) -> TagFilter:
-        if expression is None or expression.strip() in ("", "*"):
-            return cls(None)
-        tags = [t.strip() for t in expression.split("||") if t.strip()]
-        return cls(tag_code(t) for t in tags)
+        """The filter of a TAG subscription as a client sent it (Java's rules:
+        `tidemq.common.tags`; a blank expression matches nothing)."""
+        tags = parse_tag_expression(expression)
+        return cls(None if tags is None else tag_codes(tags))
 
     @property
     def matches_everything(self) -> bool:

@@ -16,6 +16,7 @@ from tidemq.client.admin import AdminClient
 from tidemq.client.consumer.pull_api import PullStatus, pull_message
 from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.instance import ClientConfig, ClientInstance
+from tidemq.client.model import SendStatus
 from tidemq.client.producer import AsyncProducer
 from tidemq.common.message import Message, MessageExt, MessageQueue
 from tidemq.testing.waiting import unique_name
@@ -82,7 +83,7 @@ async def produce(
                 result = await producer.send(chunk[0], queue=queue)
             else:
                 result = await producer.send_batch(chunk, queue=queue)
-            assert result.status == "SEND_OK", (result.status, first)
+            assert result.status == SendStatus.SEND_OK, (result.status, first)
     return [message.body.decode() for message in messages]
 
 

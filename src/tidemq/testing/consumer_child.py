@@ -163,6 +163,8 @@ async def _main(args: argparse.Namespace) -> None:
                 out.write(lines)
                 out.flush()
             if args.delay_s:
+                # A slow listener is the workload being simulated (kept mid-stream for a
+                # kill, or holding a queue while others rebalance): a pause, not a wait.
                 time.sleep(args.delay_s)
 
         def concurrently(

@@ -5,8 +5,8 @@ parks `--count` timer messages due from `--first-due-ms` on, `--spacing-ms`
 apart (UNIQ_KEY T<i>), prints "parked <n>" once all are acknowledged, then
 keeps delivering. `resume`: only runs the service. Both print
 "delivered <n>" (records in the real topic, read with get_messages) every
-few ms, and exit by themselves once all `--count` are delivered or after
-`--seconds`. The test SIGKILLs the process part way and checks the disk.
+few ms, and exit by themselves once all `--count` are delivered (failing
+after `--seconds`). The test SIGKILLs the process part way and checks the disk.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 from pathlib import Path
 
 from tidemq.common.clock import SYSTEM_CLOCK
@@ -22,9 +21,12 @@ from tidemq.store.api import GetStatus
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.file_store import FileMessageStore
 from tidemq.testing.stores import make_message
+from tidemq.testing.waiting import eventually
 from tidemq.timer import TimerService, TimerSettings, park
 
 TOPIC = "TimerCrashTopic"
+REPORT_EVERY_S = 0.005
+"""How often progress is printed: often, so the test's kill lands where it asked."""
 
 
 def crash_config(root: Path) -> StoreConfig:
@@ -78,13 +80,17 @@ async def run(args: argparse.Namespace) -> None:
                 if not result.ok:
                     raise SystemExit(f"park {i} failed: {result.status}")
             print(f"parked {args.count}", flush=True)
-        deadline = time.monotonic() + args.seconds
-        while time.monotonic() < deadline:
+
+        wanted: int = args.count
+
+        def report() -> bool:
             count = delivered_count(store)
             print(f"delivered {count}", flush=True)
-            if count >= args.count:
-                break
-            await asyncio.sleep(0.005)
+            return count >= wanted
+
+        await eventually(
+            report, f"{wanted} deliveries", timeout=args.seconds, interval=REPORT_EVERY_S
+        )
     finally:
         await service.stop()
         store.close()

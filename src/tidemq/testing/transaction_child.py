@@ -13,21 +13,21 @@ line (`await started()` returns the key) and kills it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import subprocess
 import sys
 import threading
-import time
 from typing import IO, Any
 
 from tidemq.client.transaction import LocalTransactionState, TransactionProducer
 from tidemq.common.message import Message, MessageExt
+from tidemq.testing.waiting import eventually
 
 __all__ = ["TransactionChild"]
 
 HALF = "half"
 _READ_POLL_S = 0.05
+_EXITED = "\0exited"  # not a key the child prints: it ended (or timed out) without one
 
 
 class _Stalling:
@@ -74,17 +74,25 @@ class TransactionChild:
 
     async def started(self, timeout_s: float = 60.0) -> str:
         """The unique key of the half message, once the child is inside its transaction."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            for line in self._lines:
+
+        def half_key_or_exit() -> str | None:
+            for line in list(self._lines):
                 word, _, key = line.partition(" ")
                 if word == HALF and key:
                     return key
-            if self._process.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                stderr = self._process.stderr.read() if self._process.stderr else ""
-                raise AssertionError(f"the transaction child did not start:\n{stderr}")
-            await asyncio.sleep(_READ_POLL_S)
+            return _EXITED if self._process.poll() is not None else None
+
+        try:
+            key = await eventually(
+                half_key_or_exit, "the half line", timeout=timeout_s, interval=_READ_POLL_S
+            )
+        except AssertionError:  # the deadline passed: fail with the child's stderr below
+            key = _EXITED
+        if key != _EXITED:
+            return key
+        self.close()
+        stderr = self._process.stderr.read() if self._process.stderr else ""
+        raise AssertionError(f"the transaction child did not start:\n{stderr}")
 
     def kill(self) -> int:
         """SIGKILL the child and reap it; its exit code (-9)."""

@@ -27,6 +27,7 @@ from tidemq.protocol.heartbeat import ConsumerData
 from tidemq.protocol.message_codec import decode_records
 from tidemq.store.api import GetStatus
 from tidemq.store.memory import MemoryMessageStore
+from tidemq.testing.waiting import HANG_GUARD_S
 
 
 def make_service(tmp_path: Path, **overrides: object) -> BrokerService:
@@ -138,11 +139,11 @@ async def test_without_long_polling_an_empty_pull_is_held_the_short_polling_time
         0,
         1,  # past the only message: nothing new
         sys_flag=sysflag.build_pull_sys_flag(suspend=True, subscription=True),
-        suspend_timeout_ms=15_000,
+        suspend_timeout_ms=3_600_000,  # held for the client's hour, the hang guard fails
         subscription="*",
     )
     started = time.monotonic()
-    pulled = await asyncio.wait_for(service.pull(pull), 10)  # not the client's 15 s
+    pulled = await asyncio.wait_for(service.pull(pull), HANG_GUARD_S)
     assert pulled.code == ResponseCode.PULL_NOT_FOUND
     assert time.monotonic() - started >= 0.04  # held, not answered at once
 

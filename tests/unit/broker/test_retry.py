@@ -10,12 +10,8 @@ from hypothesis import strategies as st
 from tidemq.broker.retry import (
     RETRY_BASE_LEVEL,
     build_send_back,
-    dlq_topic,
     group_of,
-    is_dlq_topic,
-    is_retry_topic,
     retry_route_for_send,
-    retry_topic,
     split_address,
 )
 from tidemq.broker.schedule import DelayScheduler, delivery_message
@@ -24,6 +20,7 @@ from tidemq.common import sysflag
 from tidemq.common.clock import ManualClock
 from tidemq.common.message import MessageExt
 from tidemq.common.message_id import offset_message_id
+from tidemq.common.names import dlq_topic_of, is_dlq_topic, is_retry_topic, retry_topic_of
 from tidemq.protocol.message_codec import decode_record
 from tidemq.store.api import MessageToStore
 from tidemq.store.config import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels
@@ -79,8 +76,8 @@ def original_message(**fields: object) -> MessageToStore:
 
 
 def test_topic_names() -> None:
-    assert retry_topic("GID_test") == "%RETRY%GID_test"
-    assert dlq_topic("GID_test") == "%DLQ%GID_test"
+    assert retry_topic_of("GID_test") == "%RETRY%GID_test"
+    assert dlq_topic_of("GID_test") == "%DLQ%GID_test"
     assert is_retry_topic("%RETRY%GID_test")
     assert not is_retry_topic("%DLQ%GID_test")
     assert not is_retry_topic("TopicTest")
@@ -142,7 +139,7 @@ def test_golden_m_plus_one_deliveries_then_dlq() -> None:
     while True:
         seen.append(record.reconsume_times)
         copy, level = build_send_back(record, "GID_test", 0, 2)
-        if copy.topic == dlq_topic("GID_test"):
+        if copy.topic == dlq_topic_of("GID_test"):
             break
         assert level == RETRY_BASE_LEVEL + record.reconsume_times
         record = stored_record(copy, physical)
@@ -238,10 +235,10 @@ def test_send_back_invariants(
     assert copy.reconsume_times == record.reconsume_times + 1
     to_dlq = record.reconsume_times >= max_times or delay_level < 0
     if to_dlq:
-        assert (copy.topic, copy.queue_id, level) == (dlq_topic(group), 0, 0)
+        assert (copy.topic, copy.queue_id, level) == (dlq_topic_of(group), 0, 0)
         assert props.DELAY not in parsed
     else:
-        assert (copy.topic, copy.queue_id) == (retry_topic(group), 0)
+        assert (copy.topic, copy.queue_id) == (retry_topic_of(group), 0)
         expected = 3 + record.reconsume_times if delay_level == 0 else delay_level
         assert level == expected > 0
         assert parsed[props.DELAY] == str(level)
@@ -294,10 +291,10 @@ def test_origin_message_id_is_stable_across_send_backs(
 def test_send_to_a_retry_topic_goes_to_the_dlq_past_the_max(
     group: str, times: int, header_max: int | None, group_max: int
 ) -> None:
-    topic, is_dlq = retry_route_for_send(retry_topic(group), times, header_max, group_max)
+    topic, is_dlq = retry_route_for_send(retry_topic_of(group), times, header_max, group_max)
     limit = group_max if header_max is None else header_max
     assert is_dlq == (times >= limit)
-    assert topic == (dlq_topic(group) if is_dlq else retry_topic(group))
+    assert topic == (dlq_topic_of(group) if is_dlq else retry_topic_of(group))
 
 
 def test_send_to_other_topics_is_never_rerouted() -> None:
@@ -310,5 +307,5 @@ def test_ali_ons_fallback_send_matches_the_send_back_rule() -> None:
     is reached exactly when the send-back would have gone there (reconsumeTimes >= M)."""
     m = 16
     for reconsume_times in range(0, 20):
-        _, is_dlq = retry_route_for_send(retry_topic("g"), reconsume_times + 1, m + 1, 16)
+        _, is_dlq = retry_route_for_send(retry_topic_of("g"), reconsume_times + 1, m + 1, 16)
         assert is_dlq == (reconsume_times >= m)

@@ -10,7 +10,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -28,20 +27,12 @@ from tidemq.store.config import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_dela
 from tidemq.store.file_store import FileMessageStore
 from tidemq.store.memory import MemoryMessageStore
 from tidemq.testing.stores import make_message, small_config
+from tidemq.testing.waiting import eventually
 
 LEVELS = parse_delay_levels(DEFAULT_DELAY_LEVELS)
 POLL_S = 0.02
 Store = FileMessageStore | MemoryMessageStore
 Put = Callable[[MessageToStore], Awaitable[PutResult]]
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = 2.0) -> None:
-    """Wait until `predicate()` holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await asyncio.sleep(0.002)  # poll step; the deadline bounds the wait
 
 
 class Harness:
@@ -101,7 +92,10 @@ class Harness:
         before = {level: scheduler.passes(level) for level in chosen}
         for level in chosen:
             scheduler.notify_parked(level)
-        await eventually(lambda: all(scheduler.passes(lv) >= before[lv] + 2 for lv in chosen))
+        await eventually(
+            lambda: all(scheduler.passes(lv) >= before[lv] + 2 for lv in chosen),
+            f"two passes of levels {chosen} after the wake-up",
+        )
 
     async def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -346,11 +340,14 @@ async def test_the_arrival_listener_wakes_a_level(harness: Harness) -> None:
     h.scheduler = h.new_scheduler(poll_interval_s=30.0)
     h.store.add_arrival_listener(h.scheduler.on_arrival)
     await h.scheduler.start()
-    await eventually(lambda: h.scheduler.passes(2) >= 1)
+    await eventually(lambda: h.scheduler.passes(2) >= 1, "the first pass of level 2")
     before = h.scheduler.passes(2)
     parked = h.scheduler.schedule(make_message("T", b"x"), 2)
     assert (await h.store.put_message(parked)).ok  # no notify_parked: the listener does it
-    await eventually(lambda: h.scheduler.passes(2) > before, timeout=1.0)
+    # Well inside the 30 s poll interval: only the arrival listener can have woken it.
+    await eventually(
+        lambda: h.scheduler.passes(2) > before, "a pass woken by the arrival", timeout=10.0
+    )
 
 
 # -- failures ------------------------------------------------------------------------
@@ -375,12 +372,12 @@ async def test_a_failing_put_is_retried_and_never_skipped(harness: Harness) -> N
     await h.scheduler.start()
     h.clock.advance(1)
     h.scheduler.notify_parked(1)
-    await eventually(lambda: len(attempts) >= 6)
+    await eventually(lambda: len(attempts) >= 6, "six attempts at the failing put")
     assert set(attempts) == {b"m0"}  # stuck on the first, nothing behind it tried
     assert h.scheduler.progress()[1] == 0
     assert h.stored == []
     failing = False
-    await eventually(lambda: len(h.stored) == 3)
+    await eventually(lambda: len(h.stored) == 3, "the three messages stored")
     assert h.bodies() == [b"m0", b"m1", b"m2"]
     assert [m.body for m in h.calls[-3:]] == [b"m0", b"m1", b"m2"]
     assert h.scheduler.progress()[1] == 3
@@ -403,7 +400,7 @@ async def test_a_cancelled_put_is_a_failure_not_the_end_of_the_level(harness: Ha
     await h.scheduler.start()
     h.clock.advance(1)
     h.scheduler.notify_parked(1)
-    await eventually(lambda: h.bodies() == [b"x"])
+    await eventually(lambda: h.bodies() == [b"x"], "x delivered after the cancelled put")
     assert h.scheduler.running
     assert h.scheduler.progress()[1] == 1
 
@@ -483,11 +480,11 @@ async def test_after_a_crash_only_deliveries_since_the_last_persist_repeat(
     h.put_override = gated
     await h.scheduler.start()
     h.scheduler.notify_parked(1)
-    await eventually(lambda: h.scheduler.progress()[1] == 2)
+    await eventually(lambda: h.scheduler.progress()[1] == 2, "progress 2 on level 1")
     h.scheduler.persist()  # the periodic persist runs here ...
     crash_snapshot = h.progress_path.read_bytes()
     gate.set()
-    await eventually(lambda: h.scheduler.progress()[1] == 4)
+    await eventually(lambda: h.scheduler.progress()[1] == 4, "progress 4 on level 1")
     await h.scheduler.stop()
     # ... and the broker crashes before the next one: the file is the snapshot.
     h.progress_path.write_bytes(crash_snapshot)
@@ -517,7 +514,7 @@ async def test_stop_lets_a_put_in_flight_finish_and_records_it(harness: Harness)
     h.scheduler.notify_parked(1)
     await asyncio.wait_for(entered.wait(), 2)
     stopping = asyncio.create_task(h.scheduler.stop())
-    await eventually(lambda: not h.scheduler.running)
+    await eventually(lambda: not h.scheduler.running, "the scheduler stopping")
     gate.set()
     await asyncio.wait_for(stopping, 2)
     assert h.scheduler.progress()[1] == 1
@@ -536,7 +533,7 @@ async def test_the_progress_is_persisted_periodically(harness: Harness) -> None:
             return False
         return bool(json.loads(h.progress_path.read_text())["offsetTable"]["1"] == 1)
 
-    await eventually(persisted)
+    await eventually(persisted, "the progress file recording offset 1")
     assert not h.progress_path.with_name(h.progress_path.name + ".tmp").exists()
 
 

@@ -162,9 +162,9 @@ def test_parse_address_list() -> None:
 
 def test_parse_tag_expression() -> None:
     assert parse_tag_expression("*") is None
-    assert parse_tag_expression("  ") is None
+    assert parse_tag_expression("  ") == frozenset()  # Java: no tag, so nothing matches
     assert parse_tag_expression("TagA || TagB ||") == frozenset({"TagA", "TagB"})
-    assert parse_tag_expression("TagA || *") is None
+    assert parse_tag_expression("TagA || *") == frozenset({"TagA", "*"})  # Java: "*" is a tag
 
 
 def test_lenient_json_reads_fastjson_maps() -> None:

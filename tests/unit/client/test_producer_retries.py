@@ -13,7 +13,7 @@ import pytest
 
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig
-from tidemq.client.model import BrokerData, QueueData, TopicRoute
+from tidemq.client.model import BrokerData, QueueData, SendStatus, TopicRoute
 from tidemq.client.producer import AsyncProducer
 from tidemq.common.clock import ManualClock
 from tidemq.common.message import Message, MessageQueue
@@ -212,7 +212,7 @@ async def test_not_stored_ok_goes_to_another_broker_only_when_asked(
     for address in ADDRESSES.values():
         instance.remoting.answers[address] = flush_timeout
     plain = await started(instance)
-    assert (await plain.send(Message("T", b"x"))).status == "FLUSH_DISK_TIMEOUT"
+    assert (await plain.send(Message("T", b"x"))).status is SendStatus.FLUSH_DISK_TIMEOUT
     assert len(instance.remoting.calls) == 1
     instance.remoting.calls.clear()
     insisting = await started(
@@ -222,7 +222,7 @@ async def test_not_stored_ok_goes_to_another_broker_only_when_asked(
     assert isinstance(fake, FakeInstance)
     for address in ADDRESSES.values():
         fake.remoting.answers[address] = flush_timeout
-    assert (await insisting.send(Message("T", b"x"))).status == "FLUSH_DISK_TIMEOUT"
+    assert (await insisting.send(Message("T", b"x"))).status is SendStatus.FLUSH_DISK_TIMEOUT
     assert len(fake.remoting.calls) == 3
 
 

@@ -19,12 +19,12 @@ from tidemq.client._core.rebalance import (
     default_consume_timestamp,
     diff,
     format_consume_timestamp,
-    is_retry_topic,
     next_round_in_s,
     parse_consume_timestamp,
     start_offset_plan,
 )
 from tidemq.common.message import MessageQueue
+from tidemq.common.names import is_retry_topic
 
 queues = st.builds(
     MessageQueue,

@@ -3,6 +3,7 @@ ids, the request header and the answer read back as a SendResult."""
 
 from __future__ import annotations
 
+import json
 import zlib
 
 import pytest
@@ -18,7 +19,7 @@ from tidemq.client._send import (
     topic_problem,
 )
 from tidemq.client.errors import ClientError
-from tidemq.client.model import BrokerData, QueueData, TopicRoute
+from tidemq.client.model import BrokerData, QueueData, SendStatus, TopicRoute
 from tidemq.common import properties as props
 from tidemq.common import sysflag
 from tidemq.common.clock import ManualClock
@@ -312,20 +313,24 @@ def answer(code: int, remark: str | None = None, **fields: str) -> RemotingComma
 @pytest.mark.parametrize(
     ("code", "status"),
     [
-        (ResponseCode.SUCCESS, "SEND_OK"),
-        (ResponseCode.FLUSH_DISK_TIMEOUT, "FLUSH_DISK_TIMEOUT"),
-        (ResponseCode.FLUSH_SLAVE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"),
-        (ResponseCode.SLAVE_NOT_AVAILABLE, "SLAVE_NOT_AVAILABLE"),
+        (ResponseCode.SUCCESS, SendStatus.SEND_OK),
+        (ResponseCode.FLUSH_DISK_TIMEOUT, SendStatus.FLUSH_DISK_TIMEOUT),
+        (ResponseCode.FLUSH_SLAVE_TIMEOUT, SendStatus.FLUSH_SLAVE_TIMEOUT),
+        (ResponseCode.SLAVE_NOT_AVAILABLE, SendStatus.SLAVE_NOT_AVAILABLE),
     ],
 )
-def test_stored_answers_become_send_results(code: int, status: str) -> None:
+def test_stored_answers_become_send_results(code: int, status: SendStatus) -> None:
     prepared = codec().prepare(Message("T", b"x"))
     result = send_result(
         answer(code, msgId="7F0000010000271100000000000000C0", queueId="2", queueOffset="41"),
         prepared,
         MQ,
     )
-    assert result.status == status
+    assert result.status is status
+    # Still the string it was before SendStatus existed, however it is used.
+    assert result.status == status.name and f"{result.status}" == status.name
+    assert json.dumps(result.status) == f'"{status.name}"'
+    assert f"status=SendStatus.{status.name}," in repr(result)
     assert result.msg_id == prepared.msg_id
     assert result.offset_msg_id == "7F0000010000271100000000000000C0"
     assert (result.topic, result.broker_name, result.queue_id, result.queue_offset) == (

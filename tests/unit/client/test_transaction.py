@@ -14,7 +14,7 @@ import pytest
 
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig
-from tidemq.client.model import BrokerData, QueueData, TopicRoute
+from tidemq.client.model import BrokerData, QueueData, SendStatus, TopicRoute
 from tidemq.client.transaction import (
     AsyncTransactionProducer,
     LocalTransactionState,
@@ -264,7 +264,7 @@ async def test_commit_after_send_ok(asynchronous: bool) -> None:
     message = Message("T", b"order 1")
     result = await producer.send_message_in_transaction(message, arg={"order": 1})
     assert isinstance(result, TransactionSendResult)
-    assert result.local_transaction_state is COMMIT and result.status == "SEND_OK"
+    assert result.local_transaction_state is COMMIT and result.status is SendStatus.SEND_OK
     # The half: TRAN_MSG, PGROUP and the PREPARED sysflag.
     (sent,) = instance.remoting.sends
     sent_props = props.decode_properties(sent.ext_fields["i"])
@@ -319,7 +319,7 @@ async def test_a_half_not_stored_send_ok_is_rolled_back_without_the_listener() -
     listener = Listener(COMMIT)
     producer = await started(instance, listener)
     result = await producer.send_message_in_transaction(Message("T", b"x"))
-    assert result.status == "FLUSH_DISK_TIMEOUT"
+    assert result.status is SendStatus.FLUSH_DISK_TIMEOUT
     assert result.local_transaction_state is ROLLBACK
     assert listener.executed == []
     assert [end.commit_or_rollback for end in instance.end_headers()] == [12]

@@ -11,6 +11,7 @@ from tidemq.store.config import FlushMode
 from tidemq.store.file_store import FileMessageStore
 from tidemq.store.fs import FaultyFileSystem, SimulatedFile
 from tidemq.testing.stores import make_message, small_config
+from tidemq.testing.waiting import wait_until
 
 
 def sync_config(root: Path, **overrides: object) -> object:
@@ -98,16 +99,6 @@ def test_async_mode_flushes_in_the_background(tmp_path: Path) -> None:
     try:
         result = store.put_messages_blocking([make_message("T", "later")])
         end = result.results[0].physical_offset + result.results[0].size
-        done = threading.Event()
-
-        def flushed() -> bool:
-            return store.flush.flushed_offset >= end
-
-        for _ in range(200):
-            if flushed():
-                done.set()
-                break
-            done.wait(0.01)
-        assert flushed()
+        wait_until(lambda: store.flush.flushed_offset >= end, "the background flush")
     finally:
         store.close()

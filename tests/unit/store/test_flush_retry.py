@@ -7,8 +7,6 @@ import errno
 import itertools
 import logging
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,7 @@ from tidemq.store.flush_retry import (
     next_retry_delay,
 )
 from tidemq.testing.stores import make_message, small_config
-from tidemq.testing.waiting import eventually
+from tidemq.testing.waiting import eventually, wait_until
 
 DEADLINE_S = 10.0
 ALL_ERRNOS = sorted(errno.errorcode)
@@ -102,7 +100,7 @@ class Disk:
     """Injected flush callables: each fails with its queued errors, then works."""
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()
         self.commitlog_errors: list[BaseException] = []
         self.derived_errors: list[BaseException] = []
         self.written = 0
@@ -111,29 +109,18 @@ class Disk:
         self.derived_ok = 0
 
     def flush_commitlog(self) -> int:
-        with self.cond:
+        with self.lock:
             self.commitlog_calls += 1
-            self.cond.notify_all()
             if self.commitlog_errors:
                 raise self.commitlog_errors.pop(0)
             return self.written
 
     def flush_derived(self) -> None:
-        with self.cond:
+        with self.lock:
             self.derived_calls += 1
-            self.cond.notify_all()
             if self.derived_errors:
                 raise self.derived_errors.pop(0)
             self.derived_ok += 1
-
-    def wait_for(self, condition: Callable[[], bool], what: str) -> None:
-        """Woken by every flush call, and re-checking every 10 ms for state set after one."""
-        deadline = time.monotonic() + DEADLINE_S
-        with self.cond:
-            while not condition():
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"timed out waiting for {what}")
-                self.cond.wait(0.01)
 
 
 def service(disk: Disk, *, sync: bool = True, derived_ms: int = 1000) -> FlushService:
@@ -168,13 +155,13 @@ def test_commitlog_emfile_is_retried_and_writers_wait_until_it_works(
         outcome: list[bool] = []
         writer = threading.Thread(target=lambda: outcome.append(flush.wait_blocking(100, 30)))
         writer.start()
-        disk.wait_for(lambda: disk.commitlog_calls >= 5, "five failed commitlog syncs")
+        wait_until(lambda: disk.commitlog_calls >= 5, "five failed commitlog syncs")
         assert outcome == [], "acknowledged while the commitlog sync was failing"
         trouble = flush.trouble
         assert trouble is not None and trouble.part is FlushPart.COMMITLOG
         assert "EMFILE" in trouble.error and trouble.retries >= 3
         assert flush.failed is None
-        with disk.cond:
+        with disk.lock:
             disk.commitlog_errors.clear()
         writer.join(DEADLINE_S)
         assert outcome == [True]
@@ -216,9 +203,9 @@ async def test_a_writer_that_timed_out_is_dropped_not_kept() -> None:
             async with asyncio.timeout(0.05):
                 await flush.wait_async(10)
         before = disk.commitlog_calls
-        disk.wait_for(lambda: disk.commitlog_calls >= before + 2, "two more retries")
+        await eventually(lambda: disk.commitlog_calls >= before + 2, "two more retries")
         assert not flush._waiters  # the abandoned waiter is not carried along
-        with disk.cond:
+        with disk.lock:
             disk.commitlog_errors.clear()
         assert await asyncio.wait_for(flush.wait_async(10), DEADLINE_S)
     finally:
@@ -233,11 +220,11 @@ def test_derived_no_space_is_retried_while_sends_are_acknowledged(
     flush = service(disk, derived_ms=5)
     flush.start()
     try:
-        disk.wait_for(lambda: disk.derived_calls >= 2, "a failed derived flush")
+        wait_until(lambda: disk.derived_calls >= 2, "a failed derived flush")
         disk.written = 7
         assert flush.wait_blocking(7, DEADLINE_S), "the commitlog works: acknowledge"
-        disk.wait_for(lambda: disk.derived_ok >= 1, "the derived flush to work again")
-        disk.wait_for(lambda: flush.trouble is None, "the episode to end")
+        wait_until(lambda: disk.derived_ok >= 1, "the derived flush to work again")
+        wait_until(lambda: flush.trouble is None, "the episode to end")
         assert flush.failed is None
     finally:
         flush.stop()
@@ -259,7 +246,7 @@ def test_a_permanent_commitlog_error_fails_writers_and_stops(error: OSError) -> 
     flush.start()
     try:
         assert flush.wait_blocking(5, DEADLINE_S) is False
-        disk.wait_for(lambda: flush.failed is not None, "the failure to be recorded")
+        wait_until(lambda: flush.failed is not None, "the failure to be recorded")
         assert flush.failed is error
         assert disk.commitlog_calls == 1, "an fsync error must not be retried"
         assert flush.wait_blocking(5, 1) is False, "later writers are refused at once"
@@ -273,8 +260,8 @@ def test_a_permanent_derived_error_stops_the_service() -> None:
     flush = service(disk, derived_ms=5)
     flush.start()
     try:
-        disk.wait_for(lambda: disk.derived_calls >= 1, "the derived flush")
-        disk.wait_for(lambda: flush.failed is not None, "the failure to be recorded")
+        wait_until(lambda: disk.derived_calls >= 1, "the derived flush")
+        wait_until(lambda: flush.failed is not None, "the failure to be recorded")
         assert disk.derived_calls == 1
     finally:
         flush.stop()
@@ -289,7 +276,7 @@ def test_stop_during_trouble_ends_the_thread_and_marks_the_failure() -> None:
     outcome: list[bool] = []
     writer = threading.Thread(target=lambda: outcome.append(flush.wait_blocking(3, 30)))
     writer.start()
-    disk.wait_for(lambda: disk.commitlog_calls >= 3, "failing syncs")
+    wait_until(lambda: disk.commitlog_calls >= 3, "failing syncs")
     flush.stop()
     writer.join(DEADLINE_S)
     assert outcome == [False]

@@ -53,17 +53,20 @@ def test_a_second_owner_is_refused_naming_the_directory_and_pid(tmp_path: Path) 
 def test_the_lock_dies_with_its_process(tmp_path: Path) -> None:
     root = tmp_path / "store"
     child = (
-        "import sys, time\n"
+        "import sys\n"
         "from pathlib import Path\n"
         "from tidemq.store.file_store import FileMessageStore\n"
         "from tidemq.testing.stores import small_config\n"
         "store = FileMessageStore(small_config(Path(sys.argv[1])))\n"
         "store.open()\n"
         "print('open', flush=True)\n"
-        "time.sleep(60)\n"
+        "sys.stdin.read()\n"  # hold the lock until killed (or the test's end closes stdin)
     )
     with subprocess.Popen(
-        [sys.executable, "-c", child, str(root)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", child, str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     ) as process:
         assert process.stdout is not None
         assert process.stdout.readline().strip() == "open"

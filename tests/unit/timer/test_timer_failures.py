@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from timer_rig import START_MS, TOPIC, TimerRig, eventually
+from timer_rig import START_MS, TOPIC, TimerRig
 
 from tidemq.common.clock import ManualClock
 from tidemq.store.api import BatchPutResult, MessageToStore, PutStatus
 from tidemq.testing.stores import make_message
+from tidemq.testing.waiting import eventually
 from tidemq.timer import TimerService, TimerSettings, park
 
 
@@ -60,9 +61,9 @@ async def test_failed_puts_are_retried_in_order(rig: TimerRig) -> None:
     put = FlakyPut(rig, ["unavailable", "raise", "unavailable"])
     service = await start_with(rig, put)
     keys = await park_many(rig, 10, START_MS + 1_000)
-    await eventually(lambda: service.stats()["enqueued"] == 10)
+    await eventually(lambda: service.stats()["enqueued"] == 10, 'service.stats()["enqueued"] == 10')
     rig.advance_to(START_MS + 1_000)
-    await eventually(lambda: rig.keys() == keys)
+    await eventually(lambda: rig.keys() == keys, "rig.keys() == keys")
     assert put.calls >= 4
     assert service.stats()["put_failures"] == 3
     assert service.stats()["delivered"] == 10
@@ -72,12 +73,12 @@ async def test_put_that_raised_after_storing_is_not_repeated(rig: TimerRig) -> N
     put = FlakyPut(rig, ["store-then-raise"])
     service = await start_with(rig, put)
     keys = await park_many(rig, 5, START_MS + 1_000)
-    await eventually(lambda: service.stats()["enqueued"] == 5)
+    await eventually(lambda: service.stats()["enqueued"] == 5, 'service.stats()["enqueued"] == 5')
     rig.advance_to(START_MS + 1_000)
-    await eventually(lambda: service.stats()["delivered"] == 5)
+    await eventually(lambda: service.stats()["delivered"] == 5, 'service.stats()["delivered"] == 5')
     await rig.park("NEXT", START_MS + 2_000)
     rig.advance_to(START_MS + 2_000)
-    await eventually(lambda: len(rig.keys()) == 6)
+    await eventually(lambda: len(rig.keys()) == 6, "len(rig.keys()) == 6")
     assert rig.keys() == [*keys, "NEXT"]
 
 
@@ -87,9 +88,9 @@ async def test_a_refused_message_is_skipped_and_the_rest_delivered(rig: TimerRig
     await rig.park("GOOD1", START_MS + 1_000)
     await rig.park("BAD", START_MS + 1_000, properties={"BAD": "1"})
     await rig.park("GOOD2", START_MS + 1_000)
-    await eventually(lambda: service.stats()["enqueued"] == 3)
+    await eventually(lambda: service.stats()["enqueued"] == 3, 'service.stats()["enqueued"] == 3')
     rig.advance_to(START_MS + 1_000)
-    await eventually(lambda: rig.keys() == ["GOOD1", "GOOD2"])
+    await eventually(lambda: rig.keys() == ["GOOD1", "GOOD2"], 'rig.keys() == ["GOOD1", "GOOD2"]')
     assert service.stats()["undeliverable"] == 1
 
 
@@ -101,7 +102,7 @@ async def test_parked_record_without_real_topic_is_skipped(rig: TimerRig) -> Non
     assert (await rig.store.put_message(broken)).ok
     await rig.park("FINE", START_MS + 600)
     rig.advance_to(START_MS + 1_000)
-    await eventually(lambda: rig.keys() == ["FINE"])
+    await eventually(lambda: rig.keys() == ["FINE"], 'rig.keys() == ["FINE"]')
     assert service.stats()["undeliverable"] == 1
 
 
@@ -116,7 +117,7 @@ async def test_torn_tails_are_cut_and_nothing_is_lost(tmp_path: Path) -> None:
     rig = TimerRig(tmp_path, ManualClock(START_MS), settings)
     service = await rig.start()
     keys = await park_many(rig, 8, START_MS + 5_000)
-    await eventually(lambda: service.stats()["enqueued"] == 8)
+    await eventually(lambda: service.stats()["enqueued"] == 8, 'service.stats()["enqueued"] == 8')
     await rig.stop()  # clean: checkpoint covers everything
     timer_dir = tmp_path / "store" / "timer"
     # Forget the checkpoint and tear the ends of the timer log and the timer file.
@@ -128,6 +129,8 @@ async def test_torn_tails_are_cut_and_nothing_is_lost(tmp_path: Path) -> None:
     rig.open_store()
     await rig.start()
     rig.advance_to(START_MS + 5_000)
-    await eventually(lambda: sorted(rig.keys()) == sorted(keys))
+    await eventually(
+        lambda: sorted(rig.keys()) == sorted(keys), "sorted(rig.keys()) == sorted(keys)"
+    )
     assert len(rig.keys()) == 8
     await rig.stop()

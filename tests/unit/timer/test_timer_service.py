@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from timer_rig import START_MS, TOPIC, TimerRig, eventually
+from timer_rig import START_MS, TOPIC, TimerRig
 
 from tidemq.protocol.message_codec import decode_records
 from tidemq.testing.stores import make_message
+from tidemq.testing.waiting import eventually
 from tidemq.timer import RecallOutcome, TimerSettings, park
 
 
@@ -14,24 +15,24 @@ async def test_delivers_at_not_before_its_time(rig: TimerRig) -> None:
     service = await rig.start()
     await rig.park("A", START_MS + 5_000)
     await rig.park("B", START_MS + 3_000)
-    await eventually(lambda: service.stats()["enqueued"] == 2)
+    await eventually(lambda: service.stats()["enqueued"] == 2, 'service.stats()["enqueued"] == 2')
     rig.advance_to(START_MS + 2_999)
     await rig.settle()
     assert rig.keys() == []
     rig.advance_to(START_MS + 3_000)
-    await eventually(lambda: rig.keys() == ["B"])
+    await eventually(lambda: rig.keys() == ["B"], 'rig.keys() == ["B"]')
     rig.advance_to(START_MS + 4_999)
     await rig.settle()
     assert rig.keys() == ["B"]
     rig.advance_to(START_MS + 5_000)
-    await eventually(lambda: rig.keys() == ["B", "A"])
+    await eventually(lambda: rig.keys() == ["B", "A"], 'rig.keys() == ["B", "A"]')
 
 
 async def test_far_future_timer_waits_in_files_until_its_window(rig: TimerRig) -> None:
     service = await rig.start()
     due = START_MS + 3_600_000  # an hour ahead: 360 spans of 10 s away
     await rig.park("FAR", due)
-    await eventually(lambda: service.stats()["enqueued"] == 1)
+    await eventually(lambda: service.stats()["enqueued"] == 1, 'service.stats()["enqueued"] == 1')
     assert service.stats()["pending_in_wheel"] == 0
     buckets = sorted(p.name for p in (rig.root / "store" / "timer" / "buckets").iterdir())
     assert buckets == [f"{due - due % 10_000:020d}"]
@@ -39,10 +40,12 @@ async def test_far_future_timer_waits_in_files_until_its_window(rig: TimerRig) -
     await rig.settle()
     assert service.stats()["pending_in_wheel"] == 0
     rig.advance_to(due - 5_000)
-    await eventually(lambda: service.stats()["pending_in_wheel"] == 1)
+    await eventually(
+        lambda: service.stats()["pending_in_wheel"] == 1, 'service.stats()["pending_in_wheel"] == 1'
+    )
     assert rig.keys() == []
     rig.advance_to(due)
-    await eventually(lambda: rig.keys() == ["FAR"])
+    await eventually(lambda: rig.keys() == ["FAR"], 'rig.keys() == ["FAR"]')
 
 
 async def test_recall_near_and_far_before_delivery(rig: TimerRig) -> None:
@@ -50,15 +53,17 @@ async def test_recall_near_and_far_before_delivery(rig: TimerRig) -> None:
     near, far = START_MS + 2_000, START_MS + 86_400_000
     for key, when in (("N1", near), ("N2", near), ("F1", far), ("F2", far)):
         await rig.park(key, when)
-    await eventually(lambda: service.stats()["enqueued"] == 4)
+    await eventually(lambda: service.stats()["enqueued"] == 4, 'service.stats()["enqueued"] == 4')
     assert await service.recall(TOPIC, "N1", near) is RecallOutcome.RECALLED
     assert await service.recall(TOPIC, "F1", far) is RecallOutcome.RECALLED
-    await eventually(lambda: service.stats()["recall_units"] == 2)
+    await eventually(
+        lambda: service.stats()["recall_units"] == 2, 'service.stats()["recall_units"] == 2'
+    )
     assert service.stats()["pending_recalls"] == 0
     rig.advance_to(near)
-    await eventually(lambda: rig.keys() == ["N2"])
+    await eventually(lambda: rig.keys() == ["N2"], 'rig.keys() == ["N2"]')
     rig.advance_to(far)
-    await eventually(lambda: rig.keys() == ["N2", "F2"])
+    await eventually(lambda: rig.keys() == ["N2", "F2"], 'rig.keys() == ["N2", "F2"]')
     await rig.settle()
     assert rig.keys() == ["N2", "F2"]
     assert service.stats()["pending_in_wheel"] == 0
@@ -72,7 +77,7 @@ async def test_recall_before_enqueue_still_holds(rig: TimerRig) -> None:
     assert outcome is RecallOutcome.RECALLED
     await rig.park("OTHER", due)
     rig.advance_to(due + 10)
-    await eventually(lambda: rig.keys() == ["OTHER"])
+    await eventually(lambda: rig.keys() == ["OTHER"], 'rig.keys() == ["OTHER"]')
 
 
 async def test_recall_refused_once_due_or_delivered(rig: TimerRig) -> None:
@@ -80,7 +85,7 @@ async def test_recall_refused_once_due_or_delivered(rig: TimerRig) -> None:
     due = START_MS + 1_000
     await rig.park("D", due)
     rig.advance_to(due)
-    await eventually(lambda: rig.keys() == ["D"])
+    await eventually(lambda: rig.keys() == ["D"], 'rig.keys() == ["D"]')
     assert await service.recall(TOPIC, "D", due) is RecallOutcome.ALREADY_DELIVERED
     later = START_MS + 5_000
     await rig.park("L", later)
@@ -89,7 +94,7 @@ async def test_recall_refused_once_due_or_delivered(rig: TimerRig) -> None:
         RecallOutcome.TOO_LATE,
         RecallOutcome.ALREADY_DELIVERED,
     )
-    await eventually(lambda: rig.keys() == ["D", "L"])
+    await eventually(lambda: rig.keys() == ["D", "L"], 'rig.keys() == ["D", "L"]')
 
 
 async def test_restart_delivers_each_exactly_once(rig: TimerRig) -> None:
@@ -97,14 +102,14 @@ async def test_restart_delivers_each_exactly_once(rig: TimerRig) -> None:
     keys = [f"R{i}" for i in range(40)]
     for i, key in enumerate(keys):
         await rig.park(key, START_MS + 1_000 + i * 500)  # across several buckets
-    await eventually(lambda: service.stats()["enqueued"] == 40)
+    await eventually(lambda: service.stats()["enqueued"] == 40, 'service.stats()["enqueued"] == 40')
     rig.advance_to(START_MS + 1_000 + 15 * 500)
-    await eventually(lambda: len(rig.keys()) == 16)
+    await eventually(lambda: len(rig.keys()) == 16, "len(rig.keys()) == 16")
     await rig.stop(close_store=False)
     service = await rig.start()
     assert rig.keys() == keys[:16]
     rig.advance_to(START_MS + 30_000)
-    await eventually(lambda: len(rig.keys()) == 40)
+    await eventually(lambda: len(rig.keys()) == 40, "len(rig.keys()) == 40")
     await rig.stop()
     rig.open_store()
     service = await rig.start()
@@ -119,13 +124,13 @@ async def test_recall_survives_restart(rig: TimerRig) -> None:
     due = START_MS + 7_200_000
     await rig.park("GONE", due)
     await rig.park("KEPT", due)
-    await eventually(lambda: service.stats()["enqueued"] == 2)
+    await eventually(lambda: service.stats()["enqueued"] == 2, 'service.stats()["enqueued"] == 2')
     assert await service.recall(TOPIC, "GONE", due) is RecallOutcome.RECALLED
     await rig.stop()
     rig.open_store()
     await rig.start()
     rig.advance_to(due)
-    await eventually(lambda: rig.keys() == ["KEPT"])
+    await eventually(lambda: rig.keys() == ["KEPT"], 'rig.keys() == ["KEPT"]')
     await rig.settle()
     assert rig.keys() == ["KEPT"]
 
@@ -133,14 +138,14 @@ async def test_recall_survives_restart(rig: TimerRig) -> None:
 async def test_late_entries_are_delivered_at_once(rig: TimerRig) -> None:
     service = await rig.start()
     await rig.park("PAST", START_MS - 60_000)
-    await eventually(lambda: rig.keys() == ["PAST"])
+    await eventually(lambda: rig.keys() == ["PAST"], 'rig.keys() == ["PAST"]')
     await rig.park("DOWN", START_MS + 2_000)
-    await eventually(lambda: service.stats()["enqueued"] == 2)
+    await eventually(lambda: service.stats()["enqueued"] == 2, 'service.stats()["enqueued"] == 2')
     await rig.stop()
     rig.clock.advance(3_600)  # the broker was down for an hour
     rig.open_store()
     await rig.start()
-    await eventually(lambda: rig.keys() == ["PAST", "DOWN"])
+    await eventually(lambda: rig.keys() == ["PAST", "DOWN"], 'rig.keys() == ["PAST", "DOWN"]')
 
 
 async def test_delivery_properties(rig: TimerRig) -> None:
@@ -148,7 +153,7 @@ async def test_delivery_properties(rig: TimerRig) -> None:
     due = START_MS + 100
     await rig.park("P", due, tags="TagA", keys="k1 k2", properties={"custom": "v\x01x"})
     rig.advance_to(due)
-    await eventually(lambda: rig.keys() == ["P"])
+    await eventually(lambda: rig.keys() == ["P"], 'rig.keys() == ["P"]')
     assert rig.store is not None
     result = rig.store.get_messages("t", TOPIC, 0, 0, 1)
     (record,) = decode_records(result.body())
@@ -170,14 +175,22 @@ async def test_retirement_deletes_delivered_buckets_and_segments(rig: TimerRig) 
         assert rig.store is not None
         message = make_message(TOPIC, body, unique_key=f"S{i}")
         assert (await rig.store.put_message(park(message, START_MS + 1_000 + i * 250))).ok
-    await eventually(lambda: service.stats()["enqueued"] == 120)
+    await eventually(
+        lambda: service.stats()["enqueued"] == 120, 'service.stats()["enqueued"] == 120'
+    )
     timer_dir = rig.root / "store" / "timer"
     assert len(list((timer_dir / "timerlog").iterdir())) >= 3
     assert len(list((timer_dir / "buckets").iterdir())) >= 3
     rig.advance_to(START_MS + 120_000)
-    await eventually(lambda: len(rig.keys()) == 120)
-    await eventually(lambda: not list((timer_dir / "buckets").iterdir()))
-    await eventually(lambda: len(list((timer_dir / "timerlog").iterdir())) == 1)
+    await eventually(lambda: len(rig.keys()) == 120, "len(rig.keys()) == 120")
+    await eventually(
+        lambda: not list((timer_dir / "buckets").iterdir()),
+        'not list((timer_dir / "buckets").iterdir())',
+    )
+    await eventually(
+        lambda: len(list((timer_dir / "timerlog").iterdir())) == 1,
+        'len(list((timer_dir / "timerlog").iterdir())) == 1',
+    )
     assert service.stats()["segments_retired"] >= 2
 
 

@@ -3,8 +3,6 @@ TimerService wired as the broker wires it (arrival listener, batch put)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,20 +12,11 @@ from tidemq.store.api import GetStatus
 from tidemq.store.config import FlushMode
 from tidemq.store.file_store import FileMessageStore
 from tidemq.testing.stores import make_message, small_config
+from tidemq.testing.waiting import eventually
 from tidemq.timer import TimerService, TimerSettings, park
 
 TOPIC = "TimerTarget"
 START_MS = 1_700_000_000_000
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll `condition` until true; fail after `timeout` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.005)
 
 
 def delivered_keys(store: FileMessageStore, topic: str = TOPIC, queue_id: int = 0) -> list[str]:
@@ -101,7 +90,9 @@ class TimerRig:
         service = self.service
         target = service.stats()["dispatch_passes"] + 2
         self.service.wake()
-        await eventually(lambda: service.stats()["dispatch_passes"] >= target)
+        await eventually(
+            lambda: service.stats()["dispatch_passes"] >= target, "two dispatch passes"
+        )
 
     def keys(self, topic: str = TOPIC) -> list[str]:
         assert self.store is not None

@@ -26,6 +26,13 @@ PeerFactory = Callable[[int], Awaitable[RawPeer]]
 
 ECHO, HOLD = 1, 2
 FAST_SWEEP = {"sweep_interval_s": 0.05}
+HAND_SWEEP = {"sweep_interval_s": 3600.0}
+"""The sweep task never runs: the test calls `server.sweep(now)` at made-up loop times
+(a connection's quiet time is measured between sweeps, so no real time has to pass)."""
+STARVATION_S = 1.2
+"""How long the acceptor is starved: the window whose failed accepts and log lines are
+counted. It is the quantity measured (the backoff's rate over real loop time), so no
+condition can replace waiting it out."""
 
 # -- the pure decisions ------------------------------------------------------------------
 
@@ -118,26 +125,25 @@ async def test_a_silent_connection_is_closed_after_max_idle(
 async def test_traffic_either_way_keeps_a_connection(
     make_server: ServerFactory, raw_peers: PeerFactory
 ) -> None:
-    server = await make_server({ECHO: echo()}, max_idle_s=1.0, **FAST_SWEEP)
-    loop = asyncio.get_running_loop()
+    server = await make_server({ECHO: echo()}, max_idle_s=1.0, **HAND_SWEEP)
     peer = await raw_peers(server.port)
-    # the peer asks (reads on the server) for a while ...
-    end = loop.time() + 1.5
-    opaque = 0
-    while loop.time() < end:
-        opaque += 1
+    now = asyncio.get_running_loop().time()
+    # the peer asks (reads on the server) for three idle limits ...
+    for opaque in range(1, 7):
         await peer.send(RemotingCommand.request(ECHO, opaque=opaque).encode())
         assert (await peer.read_command()).opaque == opaque
-        await asyncio.sleep(0.1)
-    # ... then only the server talks (writes on the server) for a while
+        now += 0.5
+        assert server.sweep(now) == {}
+    # ... then only the server talks (writes on the server) for three more
     (connection,) = server.connections
-    end = loop.time() + 1.5
-    while loop.time() < end:
+    for _ in range(6):
         connection.send_oneway(RemotingCommand.request(ECHO))
         await peer.read_command()
-        await asyncio.sleep(0.1)
+        now += 0.5
+        assert server.sweep(now) == {}
     assert not connection.closed, "traffic in either direction is activity"
-    await peer.wait_eof(timeout=5)  # and silence closes it
+    assert list(server.sweep(now + 1.5)) == [Verdict.IDLE]  # and silence closes it
+    await peer.wait_eof()
 
 
 async def test_a_connection_with_a_request_in_hand_is_not_idle(
@@ -149,17 +155,19 @@ async def test_a_connection_with_a_request_in_hand_is_not_idle(
         await release.wait()  # a long-polling pull held by the broker
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=b"late")
 
-    server = await make_server({HOLD: hold}, max_idle_s=0.2, **FAST_SWEEP)
+    server = await make_server({HOLD: hold}, max_idle_s=0.2, **HAND_SWEEP)
     client = make_client()
     address = f"127.0.0.1:{server.port}"
     answer = asyncio.create_task(client.invoke(address, RemotingCommand.request(HOLD), timeout=10))
     await eventually(lambda: server.in_flight == 1, "the request to be held")
-    loop = asyncio.get_running_loop()
-    until = loop.time() + 0.8
-    await eventually(lambda: loop.time() > until, "four idle limits to pass")
+    now = asyncio.get_running_loop().time()
+    assert server.sweep(now + 0.8) == {}, "four idle limits with a request in hand"
     assert len(server.connections) == 1
     release.set()
     assert (await answer).body == b"late"
+    await eventually(lambda: server.in_flight == 0, "the request done")
+    assert server.sweep(now + 1.0) == {}  # the answer was traffic ...
+    assert list(server.sweep(now + 1.5)) == [Verdict.IDLE]  # ... then it is idle like any
 
 
 async def test_a_client_whose_connection_was_idled_out_reconnects(
@@ -169,7 +177,7 @@ async def test_a_client_whose_connection_was_idled_out_reconnects(
     client = make_client()
     address = f"127.0.0.1:{server.port}"
     await client.invoke(address, RemotingCommand.request(ECHO))
-    await eventually(lambda: not client.connections, "the server to close it", timeout=5)
+    await eventually(lambda: not client.connections, "the server to close it")
     response = await client.invoke(address, RemotingCommand.request(ECHO, body=b"again"))
     assert response.body == b"again"
 
@@ -202,7 +210,7 @@ async def test_accept_failures_back_off_and_are_logged_once_per_interval(
     client = socket.create_connection(acceptor.address)
     try:
         started = loop.time()
-        await eventually(lambda: loop.time() - started > 1.2, "1.2 s of starvation")
+        await asyncio.sleep(STARVATION_S)  # the measured window (see STARVATION_S)
         elapsed = loop.time() - started
         # one failed accept per retry, the pauses doubling from 10 ms to 50 ms (asyncio's
         # loop made up to 100 per retry, each scheduling another retry)

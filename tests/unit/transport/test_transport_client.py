@@ -7,9 +7,10 @@ import socket
 from collections.abc import Awaitable, Callable
 
 import pytest
-from transport_helpers import echo, eventually
+from transport_helpers import echo
 
 from tidemq.protocol import RemotingCommand, ResponseCode
+from tidemq.testing.waiting import eventually
 from tidemq.transport import (
     Connection,
     OpaqueAllocator,
@@ -109,7 +110,7 @@ async def test_a_timeout_leaves_the_connection_usable(
     assert response.body == b"x"
     # The late answer to the timed-out call arrives and is dropped quietly.
     release.set()
-    await eventually(lambda: server.in_flight == 0)
+    await eventually(lambda: server.in_flight == 0, "the held call to finish")
     assert (await client.invoke(address, RemotingCommand.request(FAST))).code == 0
     assert await client.connect(address) is connection and not connection.closed
 
@@ -124,7 +125,7 @@ async def test_the_client_reconnects_after_the_server_closed_the_connection(
     old = await client.connect(address)
     [server_side] = server.connections
     server_side.close()
-    await eventually(lambda: old.closed)
+    await eventually(lambda: old.closed, "the client to see the close")
 
     response = await client.invoke(address, RemotingCommand.request(FAST, body=b"again"))
     assert response.body == b"again"
@@ -165,7 +166,7 @@ async def test_invoke_oneway_sets_the_flag_and_does_not_wait(
     client = make_client()
     address = f"127.0.0.1:{server.port}"
     await client.invoke_oneway(address, RemotingCommand.request(RECORD, {"commitOffset": "5"}))
-    await eventually(lambda: len(seen) == 1)
+    await eventually(lambda: len(seen) == 1, "the oneway request")
     assert seen[0].is_oneway and seen[0].opaque == 1
     assert seen[0].ext_fields == {"commitOffset": "5"}
     assert (await client.connect(address)).pending == 0
@@ -178,7 +179,7 @@ async def test_close_fails_pending_calls_and_refuses_new_ones(
 
     async def hold(req: RemotingCommand, _conn: Connection) -> RemotingCommand:
         started.set()
-        await asyncio.sleep(30)
+        await asyncio.Event().wait()  # never set: held until the server stops
         return RemotingCommand.response_to(req, ResponseCode.SUCCESS)
 
     server = await make_server({HOLD: hold})
@@ -191,7 +192,7 @@ async def test_close_fails_pending_calls_and_refuses_new_ones(
         await call
     with pytest.raises(RemotingClosedError):
         await client.invoke(address, RemotingCommand.request(HOLD))
-    await eventually(lambda: not server.connections)
+    await eventually(lambda: not server.connections, "the server to see the close")
 
 
 async def test_the_client_handler_task_is_cancelled_on_close(
@@ -203,7 +204,7 @@ async def test_the_client_handler_task_is_cancelled_on_close(
     async def slow_client_side(req: RemotingCommand, _conn: Connection) -> RemotingCommand:
         entered.set()
         try:
-            await asyncio.sleep(30)
+            await asyncio.Event().wait()  # never set: only a cancel ends it
         except asyncio.CancelledError:
             cancelled.append(True)
             raise

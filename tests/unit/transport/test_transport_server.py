@@ -9,7 +9,7 @@ import struct
 from collections.abc import Awaitable, Callable
 
 import pytest
-from transport_helpers import RawPeer, echo, eventually
+from transport_helpers import RawPeer, echo
 
 from tidemq.protocol import (
     HeaderError,
@@ -20,6 +20,7 @@ from tidemq.protocol import (
     encode_frame,
 )
 from tidemq.protocol.headers import GetRouteInfoRequestHeader, decode_header
+from tidemq.testing.waiting import HANG_GUARD_S, eventually
 from tidemq.transport import (
     Connection,
     RemotingClient,
@@ -62,10 +63,14 @@ async def test_a_slow_handler_does_not_hold_back_a_fast_one_on_the_same_connecti
 async def test_out_of_order_answers_reach_their_own_callers(
     make_server: ServerFactory, make_client: ClientFactory
 ) -> None:
+    answered = [asyncio.Event() for _ in range(21)]
+    answered[20].set()
+
     async def delayed(req: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        # Later requests answer first: delays shrink as the index grows.
+        # Later requests answer first: each waits until the next one has answered.
         index = int(req.ext_fields["index"])
-        await asyncio.sleep(0.002 * (20 - index))
+        await answered[index + 1].wait()
+        answered[index].set()
         return RemotingCommand.response_to(req, ResponseCode.SUCCESS, body=req.body)
 
     server = await make_server({SLOW: delayed})
@@ -105,7 +110,7 @@ async def test_requests_beyond_max_in_flight_get_system_busy_at_once(
     answered = {(await peer.read_command()).opaque for _ in range(2)}
     assert answered == {1, 2}
     # The slots are free again.
-    await eventually(lambda: server.in_flight == 0)
+    await eventually(lambda: server.in_flight == 0, "the slots to be free")
     await peer.send(request(HOLD, 4))
     assert (await peer.read_command()).code == ResponseCode.SUCCESS
 
@@ -245,7 +250,7 @@ async def test_a_malformed_frame_closes_only_that_connection(
     assert await bad.wait_eof() == b""
 
     assert (await client.invoke(address, RemotingCommand.request(FAST, body=b"ok"))).body == b"ok"
-    await eventually(lambda: len(server.connections) == 1)
+    await eventually(lambda: len(server.connections) == 1, "the bad peer's connection gone")
 
 
 async def test_oneway_requests_run_but_get_no_reply(
@@ -331,7 +336,7 @@ async def test_a_oneway_push_from_the_server_reaches_the_client_handler(
     await client.invoke(f"127.0.0.1:{server.port}", RemotingCommand.request(FAST))
     [connection] = server.connections
     connection.send(RemotingCommand.request(40, {"consumerGroup": "g"}, oneway=True))
-    await eventually(lambda: len(pushed) == 1)
+    await eventually(lambda: len(pushed) == 1, "the pushed request")
     assert pushed[0].ext_fields == {"consumerGroup": "g"}
     assert pushed[0].is_oneway
 
@@ -371,7 +376,7 @@ async def test_on_close_runs_once_per_connection(
     assert connection.remote[0] == "127.0.0.1"
     assert connection.local == ("127.0.0.1", server.port)
     await peer.close()
-    await eventually(lambda: closed == [connection])
+    await eventually(lambda: closed == [connection], "on_close for the connection")
     assert connection.closed and not server.connections
     await server.stop()
     assert closed == [connection]
@@ -381,11 +386,12 @@ async def test_stop_waits_for_an_in_flight_handler(
     make_server: ServerFactory, make_client: ClientFactory
 ) -> None:
     started = asyncio.Event()
+    release = asyncio.Event()
     finished: list[bool] = []
 
     async def slow(req: RemotingCommand, _conn: Connection) -> RemotingCommand:
         started.set()
-        await asyncio.sleep(0.3)
+        await release.wait()
         finished.append(True)
         return RemotingCommand.response_to(req, ResponseCode.SUCCESS, body=b"done")
 
@@ -399,6 +405,8 @@ async def test_stop_waits_for_an_in_flight_handler(
     busy = await client.invoke(address, RemotingCommand.request(FAST), timeout=5)
     assert busy.code == ResponseCode.SYSTEM_BUSY
     assert busy.remark is not None and "shutting down" in busy.remark
+    assert not stopping.done()  # stop waits for the held handler ...
+    release.set()
     # ...and the in-flight one completes before the connection goes.
     response = await call
     assert (response.code, response.body) == (0, b"done")
@@ -418,7 +426,7 @@ async def test_stop_cancels_handlers_that_outlive_the_grace(
     async def stuck(req: RemotingCommand, _conn: Connection) -> RemotingCommand:
         started.set()
         try:
-            await asyncio.sleep(60)
+            await asyncio.Event().wait()  # never set: only a cancel ends it
         except asyncio.CancelledError:
             cancelled.append(True)
             raise
@@ -430,10 +438,8 @@ async def test_stop_cancels_handlers_that_outlive_the_grace(
         client.invoke(f"127.0.0.1:{server.port}", RemotingCommand.request(HOLD), timeout=30)
     )
     await started.wait()
-    loop = asyncio.get_running_loop()
-    begun = loop.time()
-    await server.stop(grace=0.1)
-    assert loop.time() - begun < 3
+    async with asyncio.timeout(HANG_GUARD_S):  # a stop that waited for the handler would hang
+        await server.stop(grace=0.1)
     assert cancelled == [True]
     with pytest.raises(RemotingClosedError):
         await call
@@ -457,7 +463,7 @@ async def test_a_peer_that_stops_reading_is_cut_off_at_the_write_buffer_bound(
                 break
             if closed:
                 break
-        await eventually(lambda: len(closed) == 1, timeout=10)
+        await eventually(lambda: len(closed) == 1, "the non-reading peer cut off")
     assert any("does not read" in r.getMessage() for r in caplog.records)
     client = make_client()
     response = await client.invoke(f"127.0.0.1:{server.port}", RemotingCommand.request(FAST))

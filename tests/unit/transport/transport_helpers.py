@@ -1,25 +1,14 @@
-"""Helpers for transport tests: polling with a deadline, an echo handler, a raw byte peer."""
+"""Helpers for transport tests: an echo handler, a raw byte peer."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 
 from tidemq.protocol import CommandDecoder, RemotingCommand, ResponseCode
 from tidemq.transport import Connection, Handler
 
 DEADLINE = 5.0
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = DEADLINE) -> None:
-    """Poll ``predicate`` until it holds; fail the test after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.005)
 
 
 def echo(code: int = ResponseCode.SUCCESS) -> Handler:

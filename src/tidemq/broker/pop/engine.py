@@ -53,6 +53,7 @@ from tidemq.broker.requests import BrokerError
 from tidemq.broker.topics import PERM_READ_WRITE
 from tidemq.common import properties as props
 from tidemq.common.clock import Clock
+from tidemq.common.names import retry_topic_of
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
@@ -79,7 +80,7 @@ POLL_RECHECK_S = 0.5
 
 def pop_retry_topic(group: str, topic: str) -> str:
     """Where revived messages of `group` on `topic` wait (Java KeyBuilder v1)."""
-    return f"%RETRY%{group}_{topic}"
+    return f"{retry_topic_of(group)}_{topic}"
 
 
 def revive_topic(cluster: str) -> str:

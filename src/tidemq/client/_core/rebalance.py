@@ -23,13 +23,8 @@ from dataclasses import dataclass
 
 from tidemq.common.message import MessageQueue
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 CONSUME_TIMESTAMP_FORMAT = "%Y%m%d%H%M%S"
 DEFAULT_CONSUME_TIMESTAMP_LOOKBACK_MS = 30 * 60 * 1000
-
-
-def is_retry_topic(topic: str) -> bool:
-    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
 
 
 # -- when --------------------------------------------------------------------------

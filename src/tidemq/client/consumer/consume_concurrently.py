@@ -34,7 +34,6 @@ from collections.abc import Sequence
 
 from tidemq.client._core.backoff import LOCAL_RETRY_AFTER_SEND_BACK_FAILURE_MS
 from tidemq.client._core.process_queue import ProcessQueue, stamp_consume_start
-from tidemq.client._core.rebalance import is_retry_topic
 from tidemq.client.consumer.context import ConsumerContext
 from tidemq.client.consumer.listener import (
     ConcurrentListener,
@@ -45,6 +44,7 @@ from tidemq.client.consumer.listener import (
     is_async_listener,
 )
 from tidemq.common.message import MessageExt, MessageQueue
+from tidemq.common.names import is_retry_topic
 from tidemq.common.tasks import TaskSet
 
 __all__ = ["EXPIRED_SEND_BACK_DELAY_LEVEL", "ConsumeConcurrentlyService", "split_jobs"]

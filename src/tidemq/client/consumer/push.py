@@ -67,11 +67,12 @@ from tidemq.client.consumer.offset_store import (
 )
 from tidemq.client.consumer.pull_service import PullService
 from tidemq.client.consumer.rebalancer import Rebalancer
-from tidemq.client.consumer.subscription import SubscriptionSpec, retry_topic
+from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.model import TopicRoute
 from tidemq.common.message import MessageQueue
+from tidemq.common.names import retry_topic_of
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol import ResponseCode
 from tidemq.protocol.heartbeat import CONSUME_PASSIVELY, ConsumerData
@@ -243,8 +244,8 @@ class AsyncPushConsumer(GroupClient):
         rebalance_plan.parse_consume_timestamp(timestamp)  # ValueError if malformed
         user_topics = list(self._subscriptions)
         if not settings.broadcasting:
-            self._subscriptions[retry_topic(self._group)] = SubscriptionSpec.parse(
-                retry_topic(self._group), "*", sub_version=clock.now_ms()
+            self._subscriptions[retry_topic_of(self._group)] = SubscriptionSpec.parse(
+                retry_topic_of(self._group), "*", sub_version=clock.now_ms()
             )
         self._state = "starting"
         instance = self._instance = ClientInstance(self._config)

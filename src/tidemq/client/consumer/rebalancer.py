@@ -42,6 +42,7 @@ from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.model import TopicRoute
 from tidemq.common.message import MessageQueue
+from tidemq.common.names import is_retry_topic
 from tidemq.protocol import ResponseCode
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ class Rebalancer:
                 except ClientError as exc:
                     # A new group's retry topic reaches the name server a moment
                     # after the first heartbeat created it: not worth a warning.
-                    quiet = plan.is_retry_topic(topic) and exc.code == ResponseCode.TOPIC_NOT_EXIST
+                    quiet = is_retry_topic(topic) and exc.code == ResponseCode.TOPIC_NOT_EXIST
                     log.log(
                         logging.INFO if quiet else logging.WARNING,
                         "%s: rebalance of %s skipped: %s",
@@ -258,7 +259,7 @@ class Rebalancer:
             start = plan.start_offset_plan(
                 stored,
                 self.consume_from,
-                plan.is_retry_topic(mq.topic),
+                is_retry_topic(mq.topic),
                 self.consume_timestamp_ms,
             )
             match start:

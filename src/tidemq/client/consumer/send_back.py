@@ -17,6 +17,7 @@ from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientInstance
 from tidemq.common import properties as props
 from tidemq.common.message import MessageExt
+from tidemq.common.names import retry_topic_of
 from tidemq.protocol import RequestCode, ResponseCode
 from tidemq.protocol.headers import ConsumerSendMsgBackRequestHeader, encode_header
 
@@ -24,12 +25,10 @@ __all__ = ["restore_retry_topics", "send_message_back"]
 
 log = logging.getLogger(__name__)
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-
 
 def restore_retry_topics(messages: Iterable[MessageExt], group: str) -> None:
     """Give retry copies of ``group`` their original topic (property RETRY_TOPIC)."""
-    retry = RETRY_GROUP_TOPIC_PREFIX + group
+    retry = retry_topic_of(group)
     for msg in messages:
         if msg.topic != retry:
             continue

@@ -27,6 +27,7 @@ from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.common import properties as props
 from tidemq.common.message import MessageExt
+from tidemq.common.names import is_retry_topic
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import decode_header, encode_header
@@ -40,7 +41,6 @@ from tidemq.protocol.pop_headers import (
 
 __all__ = ["AsyncSimpleConsumer", "ReceivedMessage", "SimpleConsumer", "rebuild_receipts"]
 
-RETRY_PREFIX = "%RETRY%"
 DEFAULT_AWAIT_S = 20.0
 DEFAULT_INVISIBLE_S = 30.0
 MAX_BATCH = 32
@@ -116,7 +116,7 @@ def rebuild_receipts(
     counts = {(t, qo): int(c) for t, qo, c in _info_entries(header.order_count_info)}
     received = []
     for message in messages:
-        topic_type = "1" if message.topic.startswith(RETRY_PREFIX) else "0"
+        topic_type = "1" if is_retry_topic(message.topic) else "0"
         start = starts.get((topic_type, message.queue_id))
         if start is None:
             raise ClientError(

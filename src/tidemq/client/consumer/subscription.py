@@ -3,40 +3,31 @@
 The broker filters TAG subscriptions by the tag's hash (the consumequeue
 stores only the hash), so two tags with equal hashes both reach the client;
 :meth:`SubscriptionSpec.matches` is the exact check Java's PullAPIWrapper
-does on the client. SQL92 is evaluated by the broker alone.
+does on the client. SQL92 is evaluated by the broker alone. Tag expressions
+are read by `tidemq.common.tags`, the parser the broker uses too; a blank
+expression means "*" here, and the forms that parser would read as a
+surprise are refused.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tidemq.client._core.rebalance import RETRY_GROUP_TOPIC_PREFIX
-from tidemq.common.hashing import java_string_hash
 from tidemq.common.message import MessageExt
-from tidemq.protocol.heartbeat import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL, Subscription
+from tidemq.common.tags import (
+    SUB_ALL,
+    java_trim,
+    parse_tag_expression,
+    tag_codes,
+    tag_expression_problem,
+    tag_matches,
+)
+from tidemq.protocol.heartbeat import EXPRESSION_SQL92, EXPRESSION_TAG, Subscription
 
-__all__ = [
-    "DLQ_GROUP_TOPIC_PREFIX",
-    "RETRY_GROUP_TOPIC_PREFIX",
-    "SubscriptionSpec",
-    "dlq_topic",
-    "retry_topic",
-]
+__all__ = ["SubscriptionSpec"]
 
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-TAG_SEPARATOR = "||"
 MAX_TOPIC_LENGTH = 127
 """RocketMQ's topic name limit (Validators.TOPIC_MAX_LENGTH)."""
-
-
-def retry_topic(group: str) -> str:
-    """The group's retry topic (MixAll.getRetryTopic)."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    """The group's dead letter topic (MixAll.getDLQTopic)."""
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,25 +65,22 @@ class SubscriptionSpec:
             raise ValueError(
                 f"expression type {expression_type!r} is not supported: use TAG or SQL92"
             )
-        text = (expression or "").strip()
         if kind == EXPRESSION_SQL92:
-            if not text:
+            sql = (expression or "").strip()
+            if not sql:
                 raise ValueError(f"the SQL92 expression for topic {topic} is empty")
-            return cls(topic, text, kind, None, sub_version)
+            return cls(topic, sql, kind, None, sub_version)
+        text = java_trim(expression or "")
         if not text or text == SUB_ALL:
             return cls(topic, SUB_ALL, kind, None, sub_version)
-        parts = [part.strip() for part in text.split(TAG_SEPARATOR)]
-        if any(not part for part in parts):
-            raise ValueError(
-                f"tag expression {text!r} has an empty tag: write tags as 'TagA || TagB'"
-            )
-        if SUB_ALL in parts:
-            raise ValueError(f"tag expression {text!r} mixes '*' with tags: use '*' alone")
-        return cls(topic, text, kind, frozenset(parts), sub_version)
+        problem = tag_expression_problem(text)
+        if problem is not None:
+            raise ValueError(problem)
+        return cls(topic, text, kind, parse_tag_expression(text), sub_version)
 
     def matches(self, message: MessageExt) -> bool:
         """Exact client-side tag check; always True for "*" and for SQL92."""
-        return self.tags is None or (message.tags is not None and message.tags in self.tags)
+        return tag_matches(self.tags, message.tags)
 
     def to_wire(self) -> Subscription:
         """The heartbeat's SubscriptionData: tags sorted, codeSet = Java hashCode of each."""
@@ -101,7 +89,7 @@ class SubscriptionSpec:
             topic=self.topic,
             sub_string=self.expression,
             tags_set=tags,
-            code_set=tuple(java_string_hash(tag) for tag in tags),
+            code_set=tag_codes(tags),
             sub_version=self.sub_version,
             expression_type=self.expression_type,
         )

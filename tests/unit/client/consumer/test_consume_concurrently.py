@@ -5,7 +5,6 @@ dropped queues, hooks, async listeners and the consume-timeout scan."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 
 import pytest
@@ -24,6 +23,7 @@ from tidemq.common import properties as props
 from tidemq.common.clock import ManualClock
 from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.common.tasks import TaskSet
+from tidemq.testing.waiting import eventually
 
 MQ = MessageQueue("T", "a", 0)
 
@@ -68,10 +68,8 @@ def messages(*offsets: int, topic: str = "T") -> list[MessageExt]:
 async def settle(
     service: ConsumeConcurrentlyService, condition: Callable[[], bool] = lambda: True
 ) -> None:
-    deadline = time.monotonic() + 10
-    while service.in_flight or not condition():
-        assert time.monotonic() < deadline, "consume jobs did not finish"
-        await asyncio.sleep(0.005)
+    """Wait until no consume job is in flight and `condition` holds."""
+    await eventually(lambda: not service.in_flight and condition(), "the consume jobs to finish")
 
 
 def setup(

@@ -29,12 +29,12 @@ from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.common.clock import SYSTEM_CLOCK, Clock, ManualClock
 from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.common.tasks import TaskSet
+from tidemq.testing.waiting import eventually
 
 SUCCESS = ConsumeOrderlyStatus.SUCCESS
 SUSPEND = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
 Q0 = MessageQueue("T", "broker-a", 0)
 Q1 = MessageQueue("T", "broker-a", 1)
-DEADLINE_S = 20.0
 
 
 def msg(mq: MessageQueue, offset: int) -> MessageExt:
@@ -138,14 +138,6 @@ class Harness:
         await self.service.shutdown(1.0)
         await self.tasks.cancel_all()
         self.ctx.close_executor()
-
-
-async def eventually(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
 
 
 # -- pure ------------------------------------------------------------------------------------
@@ -502,11 +494,12 @@ async def test_shutdown_waits_for_in_flight_batches_then_persists_and_unlocks(
     tmp_path: Path,
 ) -> None:
     started = asyncio.Event()
+    release = asyncio.Event()
     finished: list[int] = []
 
     async def listener(msgs: list[MessageExt], context: ConsumeOrderlyContext) -> object:
         started.set()
-        await asyncio.sleep(0.1)
+        await release.wait()
         finished.append(msgs[0].queue_offset)
         return SUCCESS
 
@@ -516,8 +509,12 @@ async def test_shutdown_waits_for_in_flight_batches_then_persists_and_unlocks(
     h.add_queue(Q0)
     h.deliver(Q0, [0, 1, 2])
     await started.wait()
-    await h.service.shutdown(5.0)
-    assert finished == [0]  # the batch in flight finished, no new one started
+    stopping = asyncio.create_task(h.service.shutdown(5.0))
+    await asyncio.sleep(0)  # shutdown's first step: no new batch from here on
+    assert not stopping.done()  # it waits for the batch in flight ...
+    release.set()
+    await stopping
+    assert finished == [0]  # ... which finished; no new one started
     assert h.locks.events == ["start", "stop", "unlock_all"]
     reread = LocalFileOffsetStore("cg", h.ctx.instance.client_id, tmp_path)
     await reread.load()

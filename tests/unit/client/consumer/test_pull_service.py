@@ -8,7 +8,6 @@ pulling again at once on resume)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -123,13 +122,6 @@ def build(
     return PullService(context, subscriptions, consume, compute), context, store, consume
 
 
-async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.005)
-
-
 async def test_found_messages_are_buffered_and_submitted_then_pulled_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -180,7 +172,7 @@ async def test_flow_control_waits_until_the_buffer_drains(monkeypatch: pytest.Mo
     held = [MessageExt("T", queue_offset=o) for o in range(3)]
     pq.put(held)
     service.add(MQ, pq, 3)
-    await until(lambda: service.flow_control_times >= 3)
+    await eventually(lambda: service.flow_control_times >= 3, "three flow-control waits")
     assert script.calls == []  # over the limit: no pull
     pq.remove(held)
     await asyncio.wait_for(script.idle.wait(), 10)
@@ -205,7 +197,7 @@ async def test_span_limit_applies_to_concurrent_mode_only(monkeypatch: pytest.Mo
         if orderly:
             await asyncio.wait_for(script.idle.wait(), 10)
         else:
-            await until(lambda s=service: s.flow_control_times >= 2)
+            await eventually(lambda s=service: s.flow_control_times >= 2, "two flow-control waits")
             assert script.calls == []
         await service.stop()
 
@@ -217,8 +209,17 @@ async def test_orderly_pulls_only_when_locked_and_rereads_the_offset_first(
     script = Script()
     service, context, _, _ = build(monkeypatch, script, lambda mq: 77, orderly=True)
     pq = ProcessQueue(context.clock)
+    looks = 0
+    mark_pulled = pq.mark_pulled
+
+    def counted() -> None:  # each turn of the pull loop starts here
+        nonlocal looks
+        looks += 1
+        mark_pulled()
+
+    monkeypatch.setattr(pq, "mark_pulled", counted)
     service.add(MQ, pq, 5)
-    await asyncio.sleep(0.05)
+    await eventually(lambda: looks >= 3, "three turns of the pull loop")
     assert script.calls == []  # not locked: no pull
     pq.mark_locked()
     await asyncio.wait_for(script.idle.wait(), 10)
@@ -237,7 +238,7 @@ async def test_offset_illegal_drops_the_queue_and_fixes_its_offset_later(
     pq = ProcessQueue(context.clock)
     context.process_queues[MQ] = pq
     service.add(MQ, pq, 500)
-    await until(lambda: MQ not in context.process_queues)
+    await eventually(lambda: MQ not in context.process_queues, "the queue dropped")
     assert pq.dropped
     assert store.persisted == [(MQ, 50)]
     assert len(script.calls) == 1  # the loop ended
@@ -269,7 +270,7 @@ async def test_results_arriving_after_a_drop_are_discarded(
 
     monkeypatch.setattr(pull_service, "pull_message", pull_then_drop)
     service.add(MQ, pq, 0)
-    await until(lambda: service.request(MQ) is None)
+    await eventually(lambda: service.request(MQ) is None, "the pull request gone")
     assert consume.submitted == []
     assert pq.count == 0
     assert len(script.calls) == 1
@@ -288,7 +289,7 @@ async def test_a_request_resumes_where_it_stopped(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(pull_service, "pull_message", pull_then_drop)
     request = service.add(MQ, pq, 0)
-    await until(lambda: not request.running)
+    await eventually(lambda: not request.running, "the pull loop ended")
     pq.dropped = False  # ... but the release failed: the queue is still ours
     monkeypatch.setattr(pull_service, "pull_message", script)
     service.restart(request)

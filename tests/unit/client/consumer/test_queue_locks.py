@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Coroutine, Mapping
 from typing import Any, cast
 
@@ -29,6 +28,7 @@ from tidemq.common.clock import ManualClock
 from tidemq.common.message import MessageQueue
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol import RemotingCommand, RequestCode, ResponseCode
+from tidemq.testing.waiting import eventually
 
 A0 = MessageQueue("T", "broker-a", 0)
 A1 = MessageQueue("T", "broker-a", 1)
@@ -212,24 +212,26 @@ def test_renew_interval_must_be_positive() -> None:
         QueueLockService(cast(ClientInstance, brokers), "cg", {}, renew_interval_s=0)
 
 
+RENEW_S = 0.01
+
+
 async def test_renewal_loop_runs_until_stopped() -> None:
     clock = ManualClock()
     brokers = ScriptedBrokers(clock)
     table = {A0: ProcessQueue(clock)}
     locks = QueueLockService(
-        cast(ClientInstance, brokers), "cg", table, clock, renew_interval_s=0.01
+        cast(ClientInstance, brokers), "cg", table, clock, renew_interval_s=RENEW_S
     )
     locks.start()
     locks.start()  # idempotent: one loop
-    deadline = time.monotonic() + 20
-    while len(brokers.requests) < 3:
-        assert time.monotonic() < deadline, "no renewals"
-        await asyncio.sleep(0.01)
+    await eventually(lambda: len(brokers.requests) >= 3, "three renewals")
     assert table[A0].locked
     assert locks.last_renewal_at == clock.monotonic()
     await locks.stop()
     assert len(brokers.tasks) == 0
     count = len(brokers.requests)
-    await asyncio.sleep(0.05)
+    # "Nothing happens" has no event to wait on: give a loop that survived stop()
+    # five renewal intervals (the service's setting) to show itself.
+    await asyncio.sleep(5 * RENEW_S)
     assert len(brokers.requests) == count
     await locks.stop()  # idempotent

@@ -6,15 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidemq.client.consumer.subscription import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    SubscriptionSpec,
-    dlq_topic,
-    retry_topic,
-)
+from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.common.hashing import java_string_hash
 from tidemq.common.message import MessageExt
+from tidemq.common.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    dlq_topic_of,
+    retry_topic_of,
+)
+from tidemq.common.tags import java_trim
 
 
 def message(tags: str | None) -> MessageExt:
@@ -24,8 +25,8 @@ def message(tags: str | None) -> MessageExt:
 
 
 def test_group_topics() -> None:
-    assert retry_topic("cg") == "%RETRY%cg" == RETRY_GROUP_TOPIC_PREFIX + "cg"
-    assert dlq_topic("cg") == "%DLQ%cg" == DLQ_GROUP_TOPIC_PREFIX + "cg"
+    assert retry_topic_of("cg") == "%RETRY%cg" == RETRY_GROUP_TOPIC_PREFIX + "cg"
+    assert dlq_topic_of("cg") == "%DLQ%cg" == DLQ_GROUP_TOPIC_PREFIX + "cg"
 
 
 @pytest.mark.parametrize("expression", [None, "", "  ", "*", " * "])
@@ -111,7 +112,7 @@ tag_text = (
         min_size=1,
         max_size=8,
     )
-    .map(str.strip)
+    .map(java_trim)
     .filter(bool)
 )
 
