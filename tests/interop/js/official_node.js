@@ -2,21 +2,10 @@
 // The official RocketMQ 5 Node client (rocketmq-client-nodejs, gRPC) against tidemq.
 // argv: --endpoints HOST:PORT --topic T --group G [--timeout-ms N]
 // stdout: JSON lines {"event": ..., ...}; exit 0 done, 1 failed, 3 timed out.
-const { parseArgs } = require('util');
+const { emit, start } = require('./_official');
 const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
 
-const { values: opts } = parseArgs({
-  options: {
-    endpoints: { type: 'string' },
-    topic: { type: 'string' },
-    group: { type: 'string' },
-    'timeout-ms': { type: 'string', default: '90000' },
-  },
-});
-function emit(event, fields) {
-  process.stdout.write(JSON.stringify(Object.assign({ event, t: Date.now() }, fields || {})) + '\n');
-}
-setTimeout(() => { emit('timeout'); process.exit(3); }, Number(opts['timeout-ms'])).unref();
+const opts = start();
 
 const COMMIT = 1;
 const ROLLBACK = 2;

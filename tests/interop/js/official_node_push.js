@@ -4,22 +4,10 @@
 // standard: 4 messages, m1 fails once -> redelivered with deliveryAttempt 2.
 // fifo: groups ga/gb, a1 fails once (local retry), b1 always fails (-> DLQ).
 // stdout: JSON lines; exit 0 done, 1 failed, 3 timed out.
-const { parseArgs } = require('util');
+const { emit, start } = require('./_official');
 const { Producer, PushConsumer, ConsumeResult } = require('rocketmq-client-nodejs');
 
-const { values: opts } = parseArgs({
-  options: {
-    endpoints: { type: 'string' },
-    topic: { type: 'string' },
-    group: { type: 'string' },
-    mode: { type: 'string' },
-    'timeout-ms': { type: 'string', default: '90000' },
-  },
-});
-function emit(event, fields) {
-  process.stdout.write(JSON.stringify(Object.assign({ event, t: Date.now() }, fields || {})) + '\n');
-}
-setTimeout(() => { emit('timeout'); process.exit(3); }, Number(opts['timeout-ms'])).unref();
+const opts = start(['mode']);
 
 async function main() {
   const { endpoints, topic, group, mode } = opts;

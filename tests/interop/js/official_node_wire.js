@@ -7,22 +7,10 @@
 // carries RocketMQ's text.
 // argv: --endpoints HOST:PORT --topic T --group G --missing NO_SUCH_TOPIC [--timeout-ms N]
 // stdout: JSON lines {"event": ..., ...}; exit 0 done, 1 failed, 3 timed out.
-const { parseArgs } = require('util');
+const { emit, start } = require('./_official');
 const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
 
-const { values: opts } = parseArgs({
-  options: {
-    endpoints: { type: 'string' },
-    topic: { type: 'string' },
-    group: { type: 'string' },
-    missing: { type: 'string' },
-    'timeout-ms': { type: 'string', default: '90000' },
-  },
-});
-function emit(event, fields) {
-  process.stdout.write(JSON.stringify(Object.assign({ event, t: Date.now() }, fields || {})) + '\n');
-}
-setTimeout(() => { emit('timeout'); process.exit(3); }, Number(opts['timeout-ms'])).unref();
+const opts = start(['missing']);
 
 async function main() {
   const { endpoints, topic } = opts;
