@@ -14,11 +14,15 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+# The compiled core (src/tidemq/record/*.c) is built by pip with the machine's
+# gcc; a change to a C file reinstalls, which rebuilds it in place.
+NATIVE_SOURCES := setup.py $(wildcard src/tidemq/record/*.c src/tidemq/record/*.h)
+
+$(RUN_STAMP): pyproject.toml $(NATIVE_SOURCES) | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e .
 	touch $(RUN_STAMP)
 
-$(STAMP): pyproject.toml | $(VENV)/bin/python
+$(STAMP): pyproject.toml $(NATIVE_SOURCES) | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP) $(RUN_STAMP)
 

@@ -65,7 +65,7 @@ from tidemq.protocol.headers import (
     SendMessageRequestHeaderV2,
     encode_header,
 )
-from tidemq.protocol.message_codec import decode_records, encode_batch
+from tidemq.record.codec import decode_records, encode_batch
 from tidemq.testing import processes
 from tidemq.transport import RemotingClient
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tidemq.common import properties as props
 from tidemq.common.clock import SystemClock
-from tidemq.protocol.message_codec import peek_header, peek_properties
+from tidemq.record.codec import peek_header, peek_properties
 from tidemq.store.api import GetStatus, MessageToStore
 from tidemq.store.config import StoreConfig
 from tidemq.store.file_store import FileMessageStore

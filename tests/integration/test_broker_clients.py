@@ -10,7 +10,7 @@ from broker_harness import Cluster, Pushes, running_cluster
 
 from tidemq.common.message import MessageExt
 from tidemq.protocol.codes import RequestCode, ResponseCode
-from tidemq.protocol.message_codec import decode_records
+from tidemq.record.codec import decode_records
 from tidemq.testing.waiting import eventually
 from tidemq.transport import RemotingClient
 

@@ -18,7 +18,7 @@ from tidemq.protocol.headers import (
     ViewMessageRequestHeader,
     encode_header,
 )
-from tidemq.protocol.message_codec import decode_record, decode_records, encode_batch
+from tidemq.record.codec import decode_record, decode_records, encode_batch
 from tidemq.testing.waiting import HANG_GUARD_S, eventually
 from tidemq.transport import RemotingClient
 

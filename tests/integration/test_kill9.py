@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.protocol.message_codec import decode_records
+from tidemq.record.codec import decode_records
 from tidemq.store.api import GetStatus
 from tidemq.store.file_store import FileMessageStore
 from tidemq.testing.crash_writer import QUEUES, TOPIC, crash_config

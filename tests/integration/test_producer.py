@@ -26,7 +26,7 @@ from tidemq.common import sysflag
 from tidemq.common.message import Message, MessageExt, MessageQueue
 from tidemq.protocol import RemotingCommand, RequestCode, ResponseCode
 from tidemq.protocol.headers import PullMessageRequestHeader, encode_header
-from tidemq.protocol.message_codec import decode_records
+from tidemq.record.codec import decode_records
 from tidemq.testing.processes import FAST_DELAY_LEVELS, ServerProcess, serve, started
 from tidemq.testing.waiting import eventually, unique_name
 from tidemq.transport.client import RemotingClient

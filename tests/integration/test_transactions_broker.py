@@ -27,7 +27,7 @@ from tidemq.protocol.headers import (
     encode_header,
 )
 from tidemq.protocol.heartbeat import HeartbeatData
-from tidemq.protocol.message_codec import decode_record, encode_batch
+from tidemq.record.codec import decode_record, encode_batch
 from tidemq.testing.client_support import create_topic
 from tidemq.testing.processes import ServerProcess, serve
 from tidemq.testing.waiting import eventually, unique_name

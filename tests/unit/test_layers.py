@@ -6,15 +6,16 @@ dependency all the same.
 
     layer  packages
     0      common
-    1      protocol, filter
-    2      store, transport
-    3      timer, namesrv, client
-    4      broker
-    5      grpc
-    6      server            (the composition root: broker + gRPC in one process)
-    7      spark, cli
-    8      testing           (shipped test helpers: they drive spark jobs too)
-    9      tidemq            (the package's own __init__: the public API)
+    1      record            (the stored-record layout and its codecs, compiled and pure)
+    2      protocol, filter
+    3      store, transport
+    4      timer, namesrv, client
+    5      broker
+    6      grpc
+    7      server            (the composition root: broker + gRPC in one process)
+    8      spark, cli
+    9      testing           (shipped test helpers: they drive spark jobs too)
+    10     tidemq            (the package's own __init__: the public API)
 
 `protocol` also stays sans-IO (tests/unit/protocol/test_protocol_imports.py).
 """
@@ -29,20 +30,21 @@ import tidemq
 
 LAYERS: dict[str, int] = {
     "common": 0,
-    "protocol": 1,
-    "filter": 1,
-    "store": 2,
-    "transport": 2,
-    "timer": 3,
-    "namesrv": 3,
-    "client": 3,
-    "broker": 4,
-    "grpc": 5,
-    "server": 6,
-    "spark": 7,
-    "cli": 7,
-    "testing": 8,
-    "__init__": 9,
+    "record": 1,
+    "protocol": 2,
+    "filter": 2,
+    "store": 3,
+    "transport": 3,
+    "timer": 4,
+    "namesrv": 4,
+    "client": 4,
+    "broker": 5,
+    "grpc": 6,
+    "server": 7,
+    "spark": 8,
+    "cli": 8,
+    "testing": 9,
+    "__init__": 10,
 }
 ROOT = Path(tidemq.__file__).parent
 

@@ -63,7 +63,7 @@ from tidemq.common.clock import Clock
 from tidemq.common.failure_log import FailureEpisode
 from tidemq.common.message import MessageExt
 from tidemq.common.properties import edit_properties
-from tidemq.protocol.message_codec import decode_record, peek_header, peek_topic_and_properties
+from tidemq.record.codec import decode_record, peek_header, peek_topic_and_properties
 from tidemq.store.api import (
     DispatchRequest,
     GetResult,

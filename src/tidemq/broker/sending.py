@@ -34,7 +34,7 @@ from tidemq.common.names import (
 )
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import BatchEntry, decode_record, split_batch
+from tidemq.record.codec import BatchEntry, decode_record, split_batch
 from tidemq.store.api import MessageStore, MessageToStore, PutResult, PutStatus
 from tidemq.timer.parking import TIMER_PROPERTIES
 

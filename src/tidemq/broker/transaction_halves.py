@@ -26,7 +26,7 @@ from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import CheckTransactionStateRequestHeader, encode_header
-from tidemq.protocol.message_codec import decode_record, encode_record, peek_properties
+from tidemq.record.codec import decode_record, encode_record, peek_properties
 from tidemq.store.api import MessageToStore
 
 __all__ = [

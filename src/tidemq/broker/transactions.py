@@ -62,7 +62,7 @@ from tidemq.common.tasks import TaskSet
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import EndTransactionRequestHeader
-from tidemq.protocol.message_codec import decode_record
+from tidemq.record.codec import decode_record
 from tidemq.store.api import MessageStore, MessageToStore, PutStatus
 from tidemq.timer.parking import TIMER_PROPERTIES
 

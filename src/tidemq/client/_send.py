@@ -39,7 +39,7 @@ from tidemq.common.names import is_retry_topic
 from tidemq.protocol import RemotingCommand, RequestCode, ResponseCode
 from tidemq.protocol.codes import response_code_name
 from tidemq.protocol.headers import SendMessageRequestHeaderV2, encode_header
-from tidemq.protocol.message_codec import MAX_PROPERTIES_LENGTH, encode_batch
+from tidemq.record.codec import MAX_PROPERTIES_LENGTH, encode_batch
 
 __all__ = [
     "COMPRESS_LEVEL",

@@ -116,7 +116,7 @@ from tidemq.protocol.headers import (
     ViewMessageRequestHeader,
     encode_header,
 )
-from tidemq.protocol.message_codec import decode_record
+from tidemq.record.codec import decode_record
 from tidemq.transport.client import RemotingClient
 
 __all__ = [

@@ -66,7 +66,7 @@ from tidemq.protocol.headers import (
     encode_header,
 )
 from tidemq.protocol.heartbeat import ConsumerData, HeartbeatData
-from tidemq.protocol.message_codec import decode_record
+from tidemq.record.codec import decode_record
 from tidemq.transport.client import RemotingClient
 from tidemq.transport.connection import Connection
 from tidemq.transport.server import not_supported

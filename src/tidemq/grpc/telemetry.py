@@ -24,7 +24,7 @@ from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import CheckTransactionStateRequestHeader, decode_header
-from tidemq.protocol.message_codec import decode_record
+from tidemq.record.codec import decode_record
 
 log = logging.getLogger(__name__)
 

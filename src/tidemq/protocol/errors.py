@@ -1,9 +1,5 @@
-"""The one exception every sans-IO decoder raises on bad input."""
+"""The decoders' exception (defined in `tidemq.common.errors`, below every codec)."""
 
+from tidemq.common.errors import ProtocolError
 
-class ProtocolError(ValueError):
-    """Bytes that do not form a valid frame, command, header or record.
-
-    Decoders raise only this (never IndexError, struct.error, UnicodeError or
-    json errors), so a transport can close one bad connection and go on.
-    """
+__all__ = ["ProtocolError"]

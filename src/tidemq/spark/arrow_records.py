@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from tidemq.common import properties as props
 from tidemq.common import sysflag
-from tidemq.protocol.message_codec import MESSAGE_MAGIC_V1
+from tidemq.record.codec import MESSAGE_MAGIC_V1
 from tidemq.spark.columns import arrow_schema
 
 __all__ = ["fast_batch"]

@@ -18,7 +18,7 @@ from tidemq.client._send import make_message
 from tidemq.common import properties as props
 from tidemq.common.message import Message
 from tidemq.common.properties import decode_properties
-from tidemq.protocol.message_codec import RecordColumns
+from tidemq.record.codec import RecordColumns
 
 __all__ = [
     "READ_SCHEMA",

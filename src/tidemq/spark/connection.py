@@ -133,7 +133,7 @@ class Connection:
         group: str = READER_GROUP,
     ) -> Iterator[bytes]:
         """The records of `part`, a pull at a time, in offset order: each pull
-        answer's body, records laid back to back (see `protocol.message_codec`).
+        answer's body, records laid back to back (see `record.codec`).
         The next pull is sent before an answer is handed out, so the broker
         works on it while the caller decodes.
 

@@ -1,6 +1,6 @@
 """The commitlog: every message of every topic, appended to one log.
 
-Records use the stored-message layout of `tidemq.protocol.message_codec`, so
+Records use the stored-message layout of `tidemq.record.codec`, so
 a pull response is a run of records sent as they lie in the file. A record
 never spans two files: when one does not fit, the rest of the file is closed
 with a blank record (TOTALSIZE = bytes left, MAGIC = BLANK_MAGIC) and the
@@ -25,7 +25,7 @@ from tidemq.common import properties as props
 from tidemq.common import sysflag
 from tidemq.common.properties import decode_properties
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import (
+from tidemq.record.codec import (
     BLANK_MAGIC,
     END_FILE_MIN_BLANK_LENGTH,
     MESSAGE_MAGIC_V1,

@@ -34,7 +34,7 @@ from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.names import is_safe_path_component, preview
 from tidemq.common.properties import PropertyView, decode_properties
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import peek_header, peek_properties, peek_topic_and_properties
+from tidemq.record.codec import peek_header, peek_properties, peek_topic_and_properties
 from tidemq.store.api import (
     ArrivalListener,
     BatchPutResult,

@@ -15,7 +15,7 @@ from tidemq.common import properties as props
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message_id import offset_message_id
 from tidemq.common.properties import decode_properties
-from tidemq.protocol.message_codec import encode_record
+from tidemq.record.codec import encode_record
 from tidemq.store.api import (
     ArrivalListener,
     BatchPutResult,

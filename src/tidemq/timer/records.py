@@ -2,7 +2,7 @@
 
 The delivery path rebuilds up to tens of thousands of messages a second, so it
 reads only the fields it needs straight from the record (the layout of
-`protocol.message_codec`) instead of decoding a full MessageExt: no property
+`record.codec`) instead of decoding a full MessageExt: no property
 dict, no host text, no message id.
 """
 
@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from tidemq.common import sysflag
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
+from tidemq.record.codec import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
 
 _HEAD = struct.Struct(">iiiiiqqiq")
 """TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP."""

@@ -53,7 +53,7 @@ from tidemq.common.failure_log import FailureEpisode
 from tidemq.common.properties import edit_properties
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import peek_header, peek_properties
+from tidemq.record.codec import peek_header, peek_properties
 from tidemq.store.api import (
     BatchPutResult,
     DispatchRequest,

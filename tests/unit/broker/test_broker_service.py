@@ -24,7 +24,7 @@ from tidemq.common.clock import ManualClock
 from tidemq.common.properties import encode_properties
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.heartbeat import ConsumerData
-from tidemq.protocol.message_codec import decode_records
+from tidemq.record.codec import decode_records
 from tidemq.store.api import GetStatus
 from tidemq.store.memory import MemoryMessageStore
 from tidemq.testing.waiting import HANG_GUARD_S

@@ -27,7 +27,7 @@ from tidemq.protocol.headers import (
     decode_header,
 )
 from tidemq.protocol.heartbeat import HeartbeatData
-from tidemq.protocol.message_codec import decode_record, decode_records
+from tidemq.record.codec import decode_record, decode_records
 from tidemq.store.memory import MemoryMessageStore
 
 TOPIC = "TxTopic"

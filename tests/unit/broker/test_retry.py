@@ -21,7 +21,7 @@ from tidemq.common.clock import ManualClock
 from tidemq.common.message import MessageExt
 from tidemq.common.message_id import offset_message_id
 from tidemq.common.names import dlq_topic_of, is_dlq_topic, is_retry_topic, retry_topic_of
-from tidemq.protocol.message_codec import decode_record
+from tidemq.record.codec import decode_record
 from tidemq.store.api import MessageToStore
 from tidemq.store.config import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels
 from tidemq.store.memory import MemoryMessageStore

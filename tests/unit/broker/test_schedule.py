@@ -21,7 +21,7 @@ from tidemq.common import sysflag
 from tidemq.common.clock import ManualClock
 from tidemq.common.message import MessageExt
 from tidemq.common.properties import edit_properties
-from tidemq.protocol.message_codec import decode_record
+from tidemq.record.codec import decode_record
 from tidemq.store.api import MessageToStore, PutResult, PutStatus
 from tidemq.store.config import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels
 from tidemq.store.file_store import FileMessageStore

@@ -31,7 +31,7 @@ from tidemq.protocol.headers import (
     decode_send_message_header,
     encode_header,
 )
-from tidemq.protocol.message_codec import decode_batch
+from tidemq.record.codec import decode_batch
 
 MQ = MessageQueue("T", "broker-a", 2)
 

@@ -19,7 +19,7 @@ from tidemq.common import sysflag
 from tidemq.common.message import Message, MessageExt
 from tidemq.protocol import RemotingCommand, RequestCode
 from tidemq.protocol.headers import CheckTransactionStateRequestHeader, encode_header
-from tidemq.protocol.message_codec import encode_record
+from tidemq.record.codec import encode_record
 
 # -- the half message's sysflag ------------------------------------------------------------
 

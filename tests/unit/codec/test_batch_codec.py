@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tidemq.common.message import Message
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import decode_batch, encode_batch
+from tidemq.record.codec import decode_batch, encode_batch
 
 
 def i16(v: int) -> bytes:

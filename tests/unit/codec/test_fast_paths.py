@@ -16,7 +16,7 @@ from tidemq.common import properties as props
 from tidemq.common.hashing import java_string_hash_shared_prefix, java_string_hash_uncached
 from tidemq.common.message import Message
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import (
+from tidemq.record.codec import (
     decode_batch,
     decode_record,
     encode_batch,

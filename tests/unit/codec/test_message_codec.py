@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tidemq.common import sysflag
 from tidemq.common.properties import decode_properties, encode_properties_bytes
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import (
+from tidemq.record.codec import (
     BLANK_MAGIC,
     END_FILE_MIN_BLANK_LENGTH,
     MESSAGE_MAGIC_V1,

@@ -28,7 +28,7 @@ from tidemq.common.message import MessageExt
 from tidemq.grpc.servicer import MessagingServicer
 from tidemq.grpc.telemetry import TelemetryConnection, TelemetrySession
 from tidemq.protocol.codes import ResponseCode
-from tidemq.protocol.message_codec import decode_records
+from tidemq.record.codec import decode_records
 from tidemq.store.memory import MemoryMessageStore
 from tidemq.testing.client_support import grpc_send_request
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidemq.common import sysflag
-from tidemq.protocol.message_codec import decode_record_columns, encode_record
+from tidemq.record.codec import decode_record_columns, encode_record
 from tidemq.spark.arrow_records import fast_batch
 from tidemq.spark.columns import records_to_batch
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tidemq.common import properties as props
 from tidemq.common import sysflag
 from tidemq.common.clock import ManualClock
-from tidemq.protocol.message_codec import decode_record, decode_records
+from tidemq.record.codec import decode_record, decode_records
 from tidemq.store.api import DispatchRequest, GetStatus, PutStatus
 from tidemq.store.config import SCHEDULE_TOPIC, parse_delay_levels
 from tidemq.store.file_store import FileMessageStore

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tidemq.common.clock import ManualClock
-from tidemq.protocol.message_codec import decode_records
+from tidemq.record.codec import decode_records
 from tidemq.store.api import GetStatus, PutStatus
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.consumequeue import ConsumeQueue

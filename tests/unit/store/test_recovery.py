@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tidemq.common.clock import ManualClock
-from tidemq.protocol.message_codec import decode_records
+from tidemq.record.codec import decode_records
 from tidemq.store.api import GetStatus
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.consumequeue import ENTRY

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidemq.protocol.message_codec import BLANK_MAGIC, decode_record
+from tidemq.record.codec import BLANK_MAGIC, decode_record
 from tidemq.store.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint
 from tidemq.store.config import parse_delay_levels
 from tidemq.store.file_store import FileMessageStore

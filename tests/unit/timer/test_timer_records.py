@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import decode_record, encode_record
+from tidemq.record.codec import decode_record, encode_record
 from tidemq.timer.records import read_parked
 
 

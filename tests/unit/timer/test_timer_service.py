@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from timer_rig import START_MS, TOPIC, TimerRig
 
-from tidemq.protocol.message_codec import decode_records
+from tidemq.record.codec import decode_records
 from tidemq.testing.stores import make_message
 from tidemq.testing.waiting import eventually
 from tidemq.timer import RecallOutcome, TimerSettings, park

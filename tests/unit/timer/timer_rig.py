@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tidemq.common.clock import ManualClock
-from tidemq.protocol.message_codec import decode_records
+from tidemq.record.codec import decode_records
 from tidemq.store.api import GetStatus
 from tidemq.store.config import FlushMode
 from tidemq.store.file_store import FileMessageStore

@@ -57,7 +57,7 @@ from tidemq.common.names import retry_topic_of
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.message_codec import decode_record
+from tidemq.record.codec import decode_record
 from tidemq.store.api import DispatchRequest, MessageFilter, MessageStore, MessageToStore
 from tidemq.store.config import FlushMode
 

@@ -22,7 +22,7 @@ from tidemq.protocol.headers import (
     decode_header,
     encode_header,
 )
-from tidemq.protocol.message_codec import encode_record
+from tidemq.record.codec import encode_record
 
 MQ = MessageQueue("T", "broker-a", 2)
 TAG_A = SubscriptionSpec.parse("T", "TagA", sub_version=1234)
