@@ -8,7 +8,14 @@ they were built where a compiler exists.
 
 from setuptools import Extension, setup
 
-_FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
+_FLAGS = [
+    "-O2",
+    "-std=c11",
+    "-Wall",
+    "-Wextra",
+    "-Wno-unused-parameter",
+    "-Wno-missing-field-initializers",
+]
 
 
 def _extension(name: str) -> Extension:

@@ -65,9 +65,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tidemq.common import sysflag
+from tidemq.common.errors import ProtocolError
 from tidemq.common.message import Message, MessageExt
 from tidemq.common.properties import decode_properties, encode_properties_bytes
-from tidemq.common.errors import ProtocolError
 
 MESSAGE_MAGIC_V1 = -626843481
 """0xDAA320A7 as a signed int32."""

@@ -35,7 +35,7 @@ def compiled_modules() -> dict[str, bool]:
 
 
 def implementation() -> str:
-    """"compiled" when every compiled module runs, "python" when none does,
+    """ "compiled" when every compiled module runs, "python" when none does,
     "mixed" otherwise (one failed to build)."""
     found = compiled_modules().values()
     if all(found):
