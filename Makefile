@@ -49,8 +49,11 @@ $(NPM_STAMP): interop/package-lock.json interop/package.json
 		echo "npm not found: not installing interop/node_modules (ali-ons interop tests need Node.js)"; \
 	fi
 
+# The whole suite runs with the compiled core; the codec and store suites run
+# again on the pure-Python twins (TIDEMQ_NO_EXTENSIONS=1), the reference.
 test: $(STAMP) $(NPM_STAMP)
 	$(PY) -m pytest
+	TIDEMQ_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/unit/codec tests/unit/store
 
 # The Spark example: tidemq + a Structured Streaming job over order events, bounded
 # (about a minute and a half), Parquet output in pipeline-output/ (removed first).

@@ -18,14 +18,16 @@ _FLAGS = [
 ]
 
 
-def _extension(name: str) -> Extension:
+def _extension(name: str, libraries: tuple[str, ...] = ()) -> Extension:
     return Extension(
         f"tidemq.record.{name}",
         [f"src/tidemq/record/{name}.c"],
         depends=["src/tidemq/record/_native_common.h"],
         extra_compile_args=_FLAGS,
+        libraries=list(libraries),
         optional=True,
     )
 
 
-setup(ext_modules=[_extension("_records"), _extension("_append")])
+# zlib (crc32) comes with the Python headers: Debian's libpython3-dev depends on zlib1g-dev.
+setup(ext_modules=[_extension("_records"), _extension("_append", ("z",))])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -465,7 +466,10 @@ def test_blocking_consumer(server: ServerProcess) -> None:
     assert asyncio.run(committed_on_broker(server, group, queues[0].topic)) == {0: 3}
 
 
-async def test_flow_control_pauses_pulling_and_polls_resume_it(server: ServerProcess) -> None:
+async def test_flow_control_pauses_pulling_and_polls_resume_it(
+    server: ServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tidemq.client")
     queues = await make_topic(server, queues=1)
     mq = queues[0]
     bodies = await produce(server, queues, 30)
@@ -498,6 +502,10 @@ async def test_flow_control_pauses_pulling_and_polls_resume_it(server: ServerPro
         assert consumer.buffered() == 0
     finally:
         await consumer.shutdown()
+    # Reading a backlog is normal backpressure: logged at INFO (once per 1000, as
+    # Java does), never as a warning a user would see printed.
+    flow_lines = [r for r in caplog.records if "flow control on" in r.getMessage()]
+    assert flow_lines and all(r.levelno == logging.INFO for r in flow_lines)
 
 
 async def test_reassign_while_running(server: ServerProcess) -> None:

@@ -25,8 +25,10 @@ PIP = [sys.executable, "-m", "pip", "--quiet"]
 def test_the_wheel_holds_every_module_and_runs_outside_the_checkout(tmp_path: Path) -> None:
     # a copy of what a clean checkout has: a build/ left in the tree could add stale modules
     source = tmp_path / "checkout"
-    shutil.copytree(SOURCE, source / "src" / "tidemq", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    shutil.copytree(
+        SOURCE, source / "src" / "tidemq", ignore=shutil.ignore_patterns("__pycache__", "*.so")
+    )
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(CHECKOUT / name, source / name)
     dist = tmp_path / "dist"
     built = subprocess.run(
@@ -37,7 +39,7 @@ def test_the_wheel_holds_every_module_and_runs_outside_the_checkout(tmp_path: Pa
             "--no-build-isolation",
             "--wheel-dir",
             str(dist),
-            str(CHECKOUT),
+            str(source),
         ],
         capture_output=True,
         text=True,
@@ -45,7 +47,8 @@ def test_the_wheel_holds_every_module_and_runs_outside_the_checkout(tmp_path: Pa
         check=False,
     )
     assert built.returncode == 0, built.stderr
-    (wheel,) = dist.glob("tidemq-*-py3-none-any.whl")
+    # the compiled core makes it a platform wheel, built here by gcc from the C sources
+    (wheel,) = dist.glob("tidemq-*-cp311-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
@@ -63,6 +66,8 @@ def test_the_wheel_holds_every_module_and_runs_outside_the_checkout(tmp_path: Pa
     }
     assert modules <= names, sorted(modules - names)
     assert "tidemq/py.typed" in names
+    for compiled in ("_records", "_append"):
+        assert any(n.startswith(f"tidemq/record/{compiled}.") and n.endswith(".so") for n in names)
     assert any("pyspark" in line and 'extra == "spark"' in line for line in requires)
     assert any(line.startswith("Requires-Dist: grpcio") for line in requires)
 
@@ -98,4 +103,14 @@ def test_the_wheel_holds_every_module_and_runs_outside_the_checkout(tmp_path: Pa
         check=True,
     )
     assert where.stdout.strip().startswith(str(target))
+    implementation = subprocess.run(
+        [sys.executable, "-c", "from tidemq.record import native; print(native.implementation())"],
+        capture_output=True,
+        text=True,
+        env={**env, "TIDEMQ_NO_EXTENSIONS": ""},
+        cwd=tmp_path,
+        timeout=60,
+        check=True,
+    )
+    assert implementation.stdout.strip() == "compiled"
     assert not where.stdout.strip().startswith(str(Path(tidemq.__file__).parent))

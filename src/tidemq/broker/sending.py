@@ -34,8 +34,9 @@ from tidemq.common.names import (
 )
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
-from tidemq.record.codec import BatchEntry, decode_record, split_batch
-from tidemq.store.api import MessageStore, MessageToStore, PutResult, PutStatus
+from tidemq.record.codec import BatchEntry, decode_record
+from tidemq.record.records import split_batch
+from tidemq.store.api import BatchToStore, MessageStore, MessageToStore, PutResult, PutStatus
 from tidemq.timer.parking import TIMER_PROPERTIES
 
 log = logging.getLogger(__name__)
@@ -307,6 +308,9 @@ class BrokerSender:
 
     async def send_batch(self, request: SendRequest) -> SendResult:
         """Store a batch (SEND_BATCH_MESSAGE): all or nothing, consecutive offsets."""
+        stored = await self._send_batch_body(request)
+        if stored is not None:
+            return stored
         config, queue_id, entries = self._batch_entries(request)
         if sysflag.transaction_value(request.sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE:
             raise BrokerError(
@@ -372,6 +376,43 @@ class BrokerSender:
             else ResponseCode.FLUSH_DISK_TIMEOUT
         )
         return SendResult(code, msg_ids, queue_id, first.queue_offset, batch.remark or None)
+
+    async def _send_batch_body(self, request: SendRequest) -> SendResult | None:
+        """The common batch in one store call from its body (no object per
+        message); None when it needs the general path (a retry topic, a
+        transactional flag, message-type attributes on the topic, or whatever
+        the store's batch encoder declines: see `tidemq.record.batch_append`)."""
+        if is_retry_topic(request.topic) or (
+            sysflag.transaction_value(request.sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE
+        ):
+            return None
+        config = self._send_topic(request)
+        if config.attributes:
+            return None
+        queue_id = self._queue_for_send(request, config)
+        self._check_body(request.body, "the batch body")
+        cluster = self.config.cluster_name
+        result = await self.store.put_batch(
+            BatchToStore(
+                request.topic,
+                queue_id,
+                request.body,
+                request.sys_flag & ~sysflag.TRANSACTION_MASK,
+                request.born_timestamp,
+                request.born_host,
+                request.born_port,
+                f"{props.CLUSTER}\x01{cluster}\x02".encode(),
+            )
+        )
+        if result is None:
+            return None
+        if result.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
+            raise _put_failure(PutResult(result.status, remark=result.remark))
+        self.stats.record_put(request.topic, result.count, len(request.body))
+        code = ResponseCode.SUCCESS if result.ok else ResponseCode.FLUSH_DISK_TIMEOUT
+        return SendResult(
+            code, result.msg_ids, queue_id, result.queue_offset, result.remark or None
+        )
 
     async def send_half_batch(self, request: SendRequest) -> SendResult:
         """Store every message of a batch body as a transactional half, in one

@@ -13,7 +13,7 @@ from rich.progress import Progress
 from tidemq.cli.defaults import default_data_dir
 from tidemq.cli.output import console, emit, fail
 from tidemq.common import properties as props
-from tidemq.record.codec import decode_records
+from tidemq.record.records import decode_records
 from tidemq.store.api import GetStatus, MessageToStore
 from tidemq.store.checkpoint import read_checkpoint
 from tidemq.store.config import FlushMode, StoreConfig

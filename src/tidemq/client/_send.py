@@ -39,7 +39,8 @@ from tidemq.common.names import is_retry_topic
 from tidemq.protocol import RemotingCommand, RequestCode, ResponseCode
 from tidemq.protocol.codes import response_code_name
 from tidemq.protocol.headers import SendMessageRequestHeaderV2, encode_header
-from tidemq.record.codec import MAX_PROPERTIES_LENGTH, encode_batch
+from tidemq.record.codec import MAX_PROPERTIES_LENGTH
+from tidemq.record.records import batch_unique_ids, encode_batch
 
 __all__ = [
     "COMPRESS_LEVEL",
@@ -336,6 +337,31 @@ class SendCodec:
         if is_retry_topic(topic):
             raise _illegal(topic, "a batch cannot go to a retry topic")
         wait = first.wait_store_msg_ok
+        ids = batch_unique_ids(messages, topic, wait, self._unique_id)
+        if ids is None:  # a message fails a check (or the compiled loop leaves it to this one)
+            ids = self._checked_batch_ids(messages, topic, wait)
+        try:
+            body = encode_batch(messages)
+        except (ValueError, TypeError) as exc:
+            raise _illegal(topic, f"cannot encode the batch: {exc}") from None
+        if len(body) > self.max_message_size:
+            raise _illegal(
+                topic,
+                f"the batch is {len(body)} bytes, more than the maximum of "
+                f"{self.max_message_size} bytes; split it",
+            )
+        batch_props = {props.WAIT: "true" if wait else "false"}
+        fields["f"] = "0"
+        fields["h"] = "0"
+        fields["i"] = props.encode_properties(batch_props)
+        return PreparedSend(
+            topic, RequestCode.SEND_BATCH_MESSAGE, body, ",".join(ids), fields, len(ids)
+        )
+
+    def _checked_batch_ids(self, messages: Sequence[Message], topic: str, wait: bool) -> list[str]:
+        """The batch checks one message at a time, raising the first problem;
+        else the UNIQ_KEY of every message (made where missing), as
+        `batch_unique_ids` gives them."""
         ids: list[str] = []
         for index, message in enumerate(messages):
             if not isinstance(message, Message):
@@ -356,23 +382,7 @@ class SendCodec:
             if not unique_id:
                 unique_id = message.properties[props.UNIQ_KEY] = self._unique_id()
             ids.append(unique_id)
-        try:
-            body = encode_batch(messages)
-        except (ValueError, TypeError) as exc:
-            raise _illegal(topic, f"cannot encode the batch: {exc}") from None
-        if len(body) > self.max_message_size:
-            raise _illegal(
-                topic,
-                f"the batch is {len(body)} bytes, more than the maximum of "
-                f"{self.max_message_size} bytes; split it",
-            )
-        batch_props = {props.WAIT: "true" if wait else "false"}
-        fields["f"] = "0"
-        fields["h"] = "0"
-        fields["i"] = props.encode_properties(batch_props)
-        return PreparedSend(
-            topic, RequestCode.SEND_BATCH_MESSAGE, body, ",".join(ids), fields, len(ids)
-        )
+        return ids
 
 
 def _check_separators(topic: str, encoded: str, count: int) -> None:

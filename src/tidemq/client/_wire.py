@@ -19,7 +19,7 @@ from tidemq.client.errors import TRANSPORT_CODES, ClientError
 from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.protocol import ProtocolError, RemotingCommand, ResponseCode
 from tidemq.protocol.codes import response_code_name
-from tidemq.record.codec import decode_records
+from tidemq.record.records import decode_records
 from tidemq.transport.client import RemotingClient
 from tidemq.transport.errors import (
     RemotingConnectError,

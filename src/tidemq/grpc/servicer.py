@@ -58,7 +58,8 @@ from tidemq.grpc.telemetry import TelemetryConnection, TelemetrySession, setting
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import EndTransactionRequestHeader
-from tidemq.record.codec import decode_record, decode_records
+from tidemq.record.codec import decode_record
+from tidemq.record.records import decode_records
 
 log = logging.getLogger(__name__)
 

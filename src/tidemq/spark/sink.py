@@ -37,7 +37,7 @@ from tidemq.common.message import Message, MessageQueue
 from tidemq.common.message_id import decode_offset_message_id
 from tidemq.common.properties import decode_properties
 from tidemq.protocol import ResponseCode
-from tidemq.record.codec import decode_record_columns
+from tidemq.record.records import decode_record_columns
 from tidemq.spark.columns import check_write_schema, row_to_message
 from tidemq.spark.connection import Connection
 from tidemq.spark.ledger import (

@@ -27,7 +27,8 @@ from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.errors import ClientError
 from tidemq.common.message import MessageQueue
 from tidemq.protocol import ProtocolError, ResponseCode
-from tidemq.record.codec import RecordColumns, decode_record_columns
+from tidemq.record.codec import RecordColumns
+from tidemq.record.records import decode_record_columns
 from tidemq.spark.arrow_records import fast_batch
 from tidemq.spark.columns import records_to_batch
 from tidemq.spark.connection import Connection

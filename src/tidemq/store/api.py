@@ -71,6 +71,40 @@ class MessageToStore:
 
 
 @dataclass(slots=True)
+class BatchToStore:
+    """A SEND_BATCH_MESSAGE as the broker hands it to the store: the body as
+    the client sent it (entries of body, flag and property string), one topic
+    and queue, and what the broker adds to every record. The store encodes
+    the records straight from the body (`tidemq.record.batch_append`)."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: bytes = b"\x7f\x00\x00\x01"
+    born_port: int = 0
+    cluster_property: bytes = b""
+    """`CLUSTER\x01<name>\x02`, appended to a property string without CLUSTER."""
+
+
+@dataclass(slots=True, frozen=True)
+class BatchAppendResult:
+    """A batch stored from its body: consecutive offsets from `queue_offset`."""
+
+    status: PutStatus
+    count: int = 0
+    queue_offset: int = -1
+    msg_ids: str = ""
+    """The offset message ids, joined by commas (as the send response carries them)."""
+    remark: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+
+@dataclass(slots=True)
 class PutResult:
     """One stored message, or why it was not stored (read-only by convention)."""
 
@@ -186,6 +220,10 @@ class MessageStore(Protocol):
     async def put_message(self, message: MessageToStore) -> PutResult: ...
 
     async def put_messages(self, messages: Sequence[MessageToStore]) -> BatchPutResult: ...
+
+    async def put_batch(self, batch: BatchToStore) -> BatchAppendResult | None:
+        """A batch straight from its body, or None: use `put_messages`."""
+        ...
 
     def get_messages(
         self,

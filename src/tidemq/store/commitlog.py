@@ -25,6 +25,7 @@ from tidemq.common import properties as props
 from tidemq.common import sysflag
 from tidemq.common.properties import decode_properties
 from tidemq.protocol.errors import ProtocolError
+from tidemq.record import batch_append
 from tidemq.record.codec import (
     BLANK_MAGIC,
     END_FILE_MIN_BLANK_LENGTH,
@@ -34,7 +35,13 @@ from tidemq.record.codec import (
     encode_record,
     patch_offsets,
 )
-from tidemq.store.api import DispatchRequest, MessageToStore, PutResult, PutStatus
+from tidemq.store.api import (
+    BatchToStore,
+    DispatchRequest,
+    MessageToStore,
+    PutResult,
+    PutStatus,
+)
 from tidemq.store.fs import FileSystem
 from tidemq.store.mapped_file import (
     MappedFile,
@@ -73,6 +80,26 @@ class AppendPlan:
     """(log offset, bytes): one run of bytes per file, in order."""
     results: list[PutResult]
     dispatches: list[DispatchRequest]
+
+
+@dataclass(slots=True)
+class BatchPlan:
+    """A whole batch body encoded in one call (`tidemq.record.batch_append`),
+    not written yet: the records as one run, with their consumequeue and
+    index entries packed, and no Python object per message."""
+
+    append: AppendPlan
+    """The commitlog part, one segment (what `write` puts in place)."""
+    topic: str
+    queue_id: int
+    first_queue_offset: int
+    count: int
+    cq_entries: bytes
+    index_entries: bytes
+    msg_ids: str
+    tags: dict[int, int]
+    """For each tags code of the batch, the last queue offset that has it."""
+    store_timestamp: int
 
 
 class CommitLog:
@@ -216,6 +243,66 @@ class CommitLog:
         if pending:
             segments.append((segment_start, b"".join(pending) if len(pending) > 1 else pending[0]))
         return AppendPlan(start, offset, segments, results, dispatches)
+
+    def prepare_batch(self, batch: BatchToStore, store_timestamp: int) -> BatchPlan | None:
+        """Encode a whole SEND_BATCH_MESSAGE body at the log's end in one call,
+        taking its queue offsets (`write` or `cancel_batch` must follow).
+        None when the batch needs the general path (`prepare` over one
+        MessageToStore per entry): see `batch_append`, or when it does not
+        fit the current file (the general path closes the file with a blank)."""
+        file_size = self.log.file_size
+        last = self.log.last
+        if last is None:
+            file_start, position = 0, 0
+        elif last.remaining == 0:
+            file_start, position = last.start_offset + file_size, 0
+        else:
+            file_start, position = last.start_offset, last.wrote_position
+        start = file_start + position
+        topic = batch.topic
+        topic_bytes = self._topic_bytes.get(topic)
+        if topic_bytes is None:
+            topic_bytes = self._topic_bytes[topic] = topic.encode()
+        key = (topic, batch.queue_id)
+        first_queue_offset = self.queue_offsets.get(key, 0)
+        encoded = batch_append.encode(
+            batch.body,
+            topic_bytes,
+            batch.queue_id,
+            first_queue_offset,
+            start,
+            batch.sys_flag,
+            batch.born_timestamp,
+            batch.born_host,
+            batch.born_port,
+            store_timestamp,
+            self.store_host,
+            self.store_port,
+            batch.cluster_property,
+        )
+        if encoded is None:
+            return None
+        records, cq_entries, index_entries, msg_ids, count, tags = encoded
+        end = start + len(records)
+        if len(records) + END_FILE_MIN_BLANK_LENGTH > file_size - position:
+            return None
+        self.queue_offsets[key] = first_queue_offset + count
+        return BatchPlan(
+            AppendPlan(start, end, [(start, records)], [], []),
+            topic,
+            batch.queue_id,
+            first_queue_offset,
+            count,
+            cq_entries,
+            index_entries,
+            msg_ids,
+            tags,
+            store_timestamp,
+        )
+
+    def cancel_batch(self, plan: BatchPlan) -> None:
+        """Forget a prepared batch: its queue offsets go back to the queue."""
+        self.queue_offsets[(plan.topic, plan.queue_id)] = plan.first_queue_offset
 
     def write(self, plan: AppendPlan) -> None:
         """Put a prepared append's bytes in place (its room reserved beforehand)."""

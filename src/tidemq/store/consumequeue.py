@@ -97,6 +97,33 @@ class ConsumeQueue:
             self.max_physical_end = end
         return True
 
+    def put_run(self, first_queue_offset: int, entries: bytes) -> None:
+        """Write consecutive entries (20 bytes each, packed) from
+        `first_queue_offset`: one write when they are next and fit the current
+        file (a batch), otherwise entry by entry through `put`."""
+        size = len(entries)
+        if not size:
+            return
+        files = self.log.files
+        if files:
+            last = files[-1]
+            wrote = last.wrote_position
+            if (
+                first_queue_offset * ENTRY_SIZE == last.start_offset + wrote
+                and wrote + size <= last.size
+            ):
+                if wrote + size > last.file.reserved:
+                    last.reserve(wrote + size)
+                last.file.write(wrote, entries)
+                last.wrote_position = wrote + size
+                last.dirty = True
+                physical, record_size, _ = ENTRY.unpack_from(entries, size - ENTRY_SIZE)
+                if physical + record_size > self.max_physical_end:
+                    self.max_physical_end = physical + record_size
+                return
+        for position, (physical, record_size, tags_code) in enumerate(ENTRY.iter_unpack(entries)):
+            self.put(physical, record_size, tags_code, first_queue_offset + position)
+
     def reserve(self, first: int, end: int) -> None:
         """Room for entries `first` to `end` (exclusive) and any blanks before
         them, so that putting them cannot run out of disk (NoSpaceError now

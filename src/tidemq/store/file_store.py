@@ -37,7 +37,9 @@ from tidemq.protocol.errors import ProtocolError
 from tidemq.record.codec import peek_header, peek_properties, peek_topic_and_properties
 from tidemq.store.api import (
     ArrivalListener,
+    BatchAppendResult,
     BatchPutResult,
+    BatchToStore,
     DispatchRequest,
     GetResult,
     GetStatus,
@@ -48,7 +50,7 @@ from tidemq.store.api import (
     QueryResult,
 )
 from tidemq.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from tidemq.store.commitlog import AppendPlan, CommitLog
+from tidemq.store.commitlog import AppendPlan, BatchPlan, CommitLog
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.consumequeue import BLANK_SIZE, ENTRY, ConsumeQueue
 from tidemq.store.disk_guard import DiskGuard, disk_used_ratio
@@ -384,23 +386,9 @@ class FileMessageStore:
 
     def append(self, messages: Sequence[MessageToStore]) -> BatchPutResult:
         """Write and dispatch without waiting for durability."""
-        if not self._open or self._closed:
-            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not open")
-        if self._read_only:
-            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is read-only")
-        if self.flush.failed is not None:
-            return BatchPutResult(
-                PutStatus.SERVICE_NOT_AVAILABLE, remark=f"disk flush failed: {self.flush.failed}"
-            )
-        problem = validate_batch(messages, self.config)
-        if problem is not None:
-            return BatchPutResult(problem[0], remark=problem[1])
-        if self._dispatch_behind is not None or self._index_behind is not None:
-            refusal = self._disk_refusal()
-            if refusal is not None:
-                return refusal
-        elif not self.disk.writable():
-            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.disk.remark())
+        refusal = self._write_refusal(messages)
+        if refusal is not None:
+            return refusal
         plan = self.commitlog.prepare(messages, self.clock.now_ms())
         index = self.index if self.config.index_enabled and self._index_behind is None else None
         try:
@@ -415,6 +403,135 @@ class FileMessageStore:
             self._dispatch_behind = self._dispatched_offset = plan.start
             return self._no_space(exc)
         return self._dispatch_appended(plan)
+
+    async def put_batch(self, batch: BatchToStore) -> BatchAppendResult | None:
+        """Store a SEND_BATCH_MESSAGE straight from its body, in one call and
+        without a Python object per message (`tidemq.record.batch_append`).
+        None: the batch needs the general path (`put_messages` over one
+        MessageToStore per entry), which stores or refuses it with every check."""
+        appended = self.append_batch(batch)
+        if appended is None:
+            return None
+        result, end = appended
+        if not result.ok or self.flush.sync_mode is False:
+            return result
+        timeout = self.config.sync_flush_timeout_ms / 1000
+        try:
+            async with asyncio.timeout(timeout):
+                durable = await self.flush.wait_async(end)
+        except TimeoutError:
+            durable = False
+        if durable:
+            return result
+        return BatchAppendResult(
+            PutStatus.FLUSH_DISK_TIMEOUT,
+            result.count,
+            result.queue_offset,
+            result.msg_ids,
+            "flush to disk timed out",
+        )
+
+    def append_batch(self, batch: BatchToStore) -> tuple[BatchAppendResult, int] | None:
+        """Write and dispatch a batch body without waiting for durability:
+        (result, log offset one past its last byte), or None for the general path."""
+        refusal = self._write_refusal(None)
+        if refusal is not None:
+            return BatchAppendResult(refusal.status, remark=refusal.remark), 0
+        if (
+            len(batch.body) > self.config.max_message_size
+            or batch.queue_id < 0
+            or not is_safe_path_component(batch.topic)
+        ):
+            return None
+        plan = self.commitlog.prepare_batch(batch, self.clock.now_ms())
+        if plan is None:
+            return None
+        index = self.index if self.config.index_enabled and self._index_behind is None else None
+        queue = self._queue(plan.topic, plan.queue_id)
+        try:
+            self.commitlog.log.reserve(plan.append.start, plan.append.end)
+            queue.reserve(plan.first_queue_offset, plan.first_queue_offset + plan.count)
+            if index is not None:
+                index.reserve(len(plan.index_entries) // 12)
+        except NoSpaceError as exc:
+            self.commitlog.cancel_batch(plan)
+            return self._batch_refusal(self._no_space(exc)), 0
+        try:
+            self.commitlog.write(plan.append)
+        except NoSpaceError as exc:  # the room was reserved: never expected
+            log.error("no space for a reserved commitlog write at %d: %s", plan.append.start, exc)
+            self._dispatch_behind = self._dispatched_offset = plan.append.start
+            return self._batch_refusal(self._no_space(exc)), 0
+        refused = self._dispatch_batch(plan, queue, index)
+        if refused is not None:
+            return self._batch_refusal(refused), 0
+        return (
+            BatchAppendResult(PutStatus.PUT_OK, plan.count, plan.first_queue_offset, plan.msg_ids),
+            plan.append.end,
+        )
+
+    def _dispatch_batch(
+        self, plan: BatchPlan, queue: ConsumeQueue, index: IndexService | None
+    ) -> BatchPutResult | None:
+        """The consumequeue run, the index entries and one arrival per tags
+        code of a written batch; a refusal if the consumequeue had no room."""
+        start = plan.append.start
+        try:
+            queue.put_run(plan.first_queue_offset, plan.cq_entries)
+        except NoSpaceError as exc:
+            self._dispatch_behind = self._dispatched_offset = start
+            log.warning(
+                "no room for the consumequeue entries of the batch at %d: the batch is "
+                "refused; its records are dispatched once there is room",
+                start,
+            )
+            return self._no_space(exc)
+        store_timestamp = plan.store_timestamp
+        if index is not None:
+            try:
+                index.build_packed(plan.index_entries, store_timestamp)
+            except NoSpaceError as exc:
+                self._index_behind = start
+                self.disk.no_space(exc)
+                log.warning(
+                    "no room in the index for the batch at %d: it and later records are "
+                    "indexed once there is room",
+                    start,
+                )
+        for tags_code, queue_offset in plan.tags.items():
+            arrival = DispatchRequest(
+                plan.topic, plan.queue_id, start, 0, tags_code, store_timestamp, queue_offset
+            )
+            for listener in self._listeners:
+                listener(arrival)
+        self._dispatched_offset = self.commitlog.max_offset
+        self.disk.wrote()
+        return None
+
+    @staticmethod
+    def _batch_refusal(refused: BatchPutResult) -> BatchAppendResult:
+        return BatchAppendResult(refused.status, remark=refused.remark)
+
+    def _write_refusal(self, messages: Sequence[MessageToStore] | None) -> BatchPutResult | None:
+        """Why no write may happen now (closed, read-only, failed flush, an
+        invalid message among `messages`, full disk, dispatch held back), or None."""
+        if not self._open or self._closed:
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not open")
+        if self._read_only:
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is read-only")
+        if self.flush.failed is not None:
+            return BatchPutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE, remark=f"disk flush failed: {self.flush.failed}"
+            )
+        if messages is not None:
+            problem = validate_batch(messages, self.config)
+            if problem is not None:
+                return BatchPutResult(problem[0], remark=problem[1])
+        if self._dispatch_behind is not None or self._index_behind is not None:
+            return self._disk_refusal()
+        if not self.disk.writable():
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.disk.remark())
+        return None
 
     def _dispatch_appended(self, plan: AppendPlan) -> BatchPutResult:
         """Dispatch a written append; acknowledged only if every consumequeue

@@ -64,11 +64,15 @@ from pathlib import Path
 from tidemq.common import sysflag
 from tidemq.common.clock import Clock
 from tidemq.common.hashing import java_string_hash_shared_prefix, java_string_hash_uncached
+from tidemq.record.native import compiled
 from tidemq.store.api import DispatchRequest
 from tidemq.store.fs import FileSystem, MmapFile, NoSpaceError, StoreFile
 from tidemq.store.space import DEFAULT_RESERVE_CHUNK, reservation_end
 
 log = logging.getLogger(__name__)
+
+_compiled_append = compiled("_append")
+"""The compiled index writer (`index_put_run`), or None: `IndexFile.put` per entry."""
 
 HEADER = struct.Struct(">qqqqii")
 HEADER_SIZE = HEADER.size
@@ -82,6 +86,8 @@ SLOT_SIZE = SLOT.size
 ENTRY = struct.Struct(">iqii")
 ENTRY_SIZE = ENTRY.size
 ENTRY_WORDS = ENTRY_SIZE // 4
+PACKED_ENTRY = struct.Struct(">qi")
+"""An index entry as a batch append hands it over: physical offset, key hash."""
 CHUNK_ENTRIES = 1 << 16
 
 NO_ENTRY = 0
@@ -236,6 +242,37 @@ class IndexFile:
         header.end_phy_offset = phy_offset
         if store_timestamp > header.end_timestamp:
             header.end_timestamp = store_timestamp
+
+    def put_run(self, entries: bytes, store_timestamp: int) -> None:
+        """`put` for each packed entry (`PACKED_ENTRY`: physical offset, key
+        hash) in order, in one compiled call when the file is mapped and
+        its room reserved; the caller checks `free` and writes the header."""
+        count = len(entries) // PACKED_ENTRY.size
+        header = self.header
+        if (
+            _compiled_append is not None
+            and self._direct
+            and self._entries_pos + (header.index_count + count) * ENTRY_SIZE <= self._room_end
+        ):
+            fields = _compiled_append.index_put_run(
+                self._view,
+                self.slot_count,
+                self._entries_pos,
+                (
+                    header.begin_timestamp,
+                    header.end_timestamp,
+                    header.begin_phy_offset,
+                    header.end_phy_offset,
+                    header.hash_slot_count,
+                    header.index_count,
+                ),
+                entries,
+                store_timestamp,
+            )
+            self.header = Header(*fields)
+            return
+        for phy_offset, key_hash in PACKED_ENTRY.iter_unpack(entries):
+            self.put(key_hash, phy_offset, store_timestamp)
 
     def write_header(self) -> None:
         """Write every header field but beginTimestamp (see `put`)."""
@@ -615,6 +652,46 @@ class IndexService:
             index_file.put(key_hash, phy_offset, store_timestamp)
         index_file.write_header()
         self._last_indexed = phy_offset
+
+    def build_packed(self, entries: bytes, store_timestamp: int) -> None:
+        """Index a batch from its packed entries (`tidemq.record.batch_append`:
+        12 bytes each, int64 physical offset then int32 key hash, a message's
+        entries adjacent): the same entries `build` would write per message."""
+        if not entries:
+            return
+        newest = self._files[-1] if self._files else None
+        first_offset, _ = PACKED_ENTRY.unpack_from(entries, 0)
+        if (
+            newest is not None
+            and newest.free >= len(entries) // PACKED_ENTRY.size
+            and first_offset > self._last_indexed
+        ):  # the common case: the whole batch in the newest file
+            newest.put_run(entries, store_timestamp)
+            newest.write_header()
+            self._last_indexed = PACKED_ENTRY.unpack_from(entries, len(entries) - 12)[0]
+            return
+        items = list(PACKED_ENTRY.iter_unpack(entries))
+        touched: list[IndexFile] = []
+        count = len(items)
+        first = 0
+        while first < count:
+            phy_offset = items[first][0]
+            end = first + 1
+            while end < count and items[end][0] == phy_offset:
+                end += 1
+            if phy_offset > self._last_indexed:
+                index_file = self._file_with_room(end - first)
+                for _, key_hash in items[first:end]:
+                    if index_file.header.index_count >= self._capacity:
+                        index_file.write_header()
+                        index_file = self._new_file()
+                    index_file.put(key_hash, phy_offset, store_timestamp)
+                if not touched or touched[-1] is not index_file:
+                    touched.append(index_file)
+                self._last_indexed = phy_offset
+            first = end
+        for index_file in touched:
+            index_file.write_header()
 
     def _key_hashes(self, request: DispatchRequest) -> list[int]:
         """Hashes of topic#key for the unique key and each key, without repeats

@@ -18,7 +18,9 @@ from tidemq.common.properties import decode_properties
 from tidemq.record.codec import encode_record
 from tidemq.store.api import (
     ArrivalListener,
+    BatchAppendResult,
     BatchPutResult,
+    BatchToStore,
     DispatchRequest,
     GetResult,
     GetStatus,
@@ -74,6 +76,10 @@ class MemoryMessageStore:
 
     async def put_messages(self, messages: Sequence[MessageToStore]) -> BatchPutResult:
         return self.append(messages)
+
+    async def put_batch(self, batch: BatchToStore) -> BatchAppendResult | None:
+        """The memory store has no batch fast path: `put_messages` stores it."""
+        return None
 
     def put_messages_blocking(self, messages: Sequence[MessageToStore]) -> BatchPutResult:
         return self.append(messages)

@@ -724,7 +724,9 @@ class AsyncLitePullConsumer(GroupClient):
             if reason is not None:
                 self._flow_control_count += 1
                 if self._flow_control_count % FLOW_CONTROL_LOG_EVERY == 1:
-                    log.warning("%s: flow control on %s: %s", self._group, _describe(mq), reason)
+                    # Backpressure while the application reads a backlog is normal:
+                    # INFO (not shown unless asked for), once per 1000 as Java logs it.
+                    log.info("%s: flow control on %s: %s", self._group, _describe(mq), reason)
                 await asyncio.sleep(FLOW_CONTROL_BACKOFF_S)
                 continue
             if state.pull_offset < 0:

@@ -203,7 +203,8 @@ class PullService:
         )
         if reason is not None:
             if self.flow_control_times % FLOW_CONTROL_LOG_EVERY == 0:
-                log.warning(
+                # Normal backpressure (a backlog): INFO, once per 1000 as Java logs it.
+                log.info(
                     "%s: flow control on %s: %s (flow control times %d)",
                     context.group,
                     mq,
