@@ -5,6 +5,8 @@
 Cases (issue #2 targets in brackets):
 - append-batch-async: batches of 32 through `put_messages`, async flush [>= 300,000 msgs/s]
 - append-single-async: one message per `put_message`, async flush (for reference)
+- append-single-async-16: 16 concurrent writers, one message per `put_message`, async
+  flush (group commit without fsync: how close single sends in flight get to batches)
 - sync-group-commit-16: 16 concurrent writers, one message each per call, sync flush
   with group commit [>= 100,000 msgs/s]
 - sync-group-commit-16x32: 16 concurrent writers, batches of 32, sync flush
@@ -118,6 +120,34 @@ def bench_append_single(root: Path, count: int) -> float:
         store.close()
 
 
+def bench_append_single_concurrent(root: Path, count: int, writers: int = 16) -> float:
+    store = open_store(root, FlushMode.ASYNC)
+    per_writer = count // writers
+    items = [message(i) for i in range(per_writer * writers)]
+
+    async def run() -> float:
+        start = time.perf_counter()
+        deadline = start + TIME_LIMIT
+
+        async def writer(w: int) -> None:
+            for item in items[w * per_writer : (w + 1) * per_writer]:
+                result = await store.put_message(item)
+                assert result.ok, result.remark
+                if time.perf_counter() > deadline:
+                    break
+
+        async with asyncio.TaskGroup() as group:
+            for w in range(writers):
+                group.create_task(writer(w))
+        total = sum(store.max_offset("BenchTopic", q) for q in range(QUEUES))
+        return total / (time.perf_counter() - start)
+
+    try:
+        return asyncio.run(run())
+    finally:
+        store.close()
+
+
 def bench_sync_group_commit(root: Path, count: int, writers: int = 16, batch: int = 1) -> float:
     store = open_store(root, FlushMode.SYNC)
 
@@ -187,6 +217,7 @@ def bench_read(root: Path, count: int, tag_filter: bool = False, sql92: bool = F
 CASES: dict[str, Callable[[Path, int], float]] = {
     "append-batch-async": bench_append_batch,
     "append-single-async": bench_append_single,
+    "append-single-async-16": bench_append_single_concurrent,
     "sync-group-commit-16": lambda root, n: bench_sync_group_commit(root, n // 4),
     "sync-group-commit-16x32": lambda root, n: bench_sync_group_commit(root, n, batch=32),
     "read-pages-32": bench_read,

@@ -3,9 +3,11 @@
 Shape of a write: validate, encode and append to the commitlog (one write per
 file for a batch), dispatch at once in the same thread (consumequeue entry,
 index entries, arrival listeners for long polling), then in sync-flush mode
-wait for the group commit. Dispatch reads nothing back: the append already
-knows every field. After a crash the same dispatch requests are rebuilt by
-scanning the commitlog from the checkpoint.
+wait for the group commit. `put_message` and `put_messages` go through the
+group committer (`group_commit`): the writes of one loop tick are appended
+with one call and, in sync-flush mode, wait for one flush. Dispatch reads
+nothing back: the append already knows every field. After a crash the same
+dispatch requests are rebuilt by scanning the commitlog from the checkpoint.
 
 Reads are synchronous slices of the mapped files. Retention runs on the
 caller's thread (`run_retention`), never concurrently with reads.
@@ -57,6 +59,7 @@ from tidemq.store.disk_guard import DiskGuard, disk_used_ratio
 from tidemq.store.filters import make_tags_code_rule
 from tidemq.store.flush import FlushService
 from tidemq.store.fs import REAL_FS, FileSystem, NoSpaceError
+from tidemq.store.group_commit import GroupCommitter
 from tidemq.store.index import IndexService
 from tidemq.store.lock import StoreLock
 from tidemq.store.reads import classify_offset
@@ -138,6 +141,12 @@ class FileMessageStore:
         self._closed = False
         self._read_only = False
         self._lock: StoreLock | None = None
+        self.group_commit = GroupCommitter(
+            self.append,
+            self.flush,
+            sync_timeout_s=config.sync_flush_timeout_ms / 1000,
+            written_end=lambda: self.commitlog.max_offset,
+        )
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -177,6 +186,7 @@ class FileMessageStore:
         """Flush everything, write the checkpoint, mark the shutdown clean."""
         if self._closed or not self._open:
             return
+        self.group_commit.close()  # writes still taken: a pending group is stored
         self._closed = True
         self.flush.stop()
         failed = self.flush.failed
@@ -354,25 +364,18 @@ class FileMessageStore:
     # -- writing ------------------------------------------------------------
 
     async def put_message(self, message: MessageToStore) -> PutResult:
-        batch = await self.put_messages([message])
-        if batch.results:
-            return batch.results[0]
-        return PutResult(batch.status, remark=batch.remark)
+        """Store one message; concurrent calls share one append and, in
+        sync-flush mode, one flush wait (see `group_commit`)."""
+        outcome = self.group_commit.submit(message)
+        return outcome if isinstance(outcome, PutResult) else await outcome
 
     async def put_messages(self, messages: Sequence[MessageToStore]) -> BatchPutResult:
-        result = self.append(messages)
-        if not result.ok or self.flush.sync_mode is False:
-            return result
-        end = result.results[-1].physical_offset + result.results[-1].size
-        timeout = self.config.sync_flush_timeout_ms / 1000
-        try:
-            async with asyncio.timeout(timeout):  # no task per write, unlike wait_for
-                durable = await self.flush.wait_async(end)
-        except TimeoutError:
-            durable = False
-        if durable:
-            return result
-        return _with_status(result, PutStatus.FLUSH_DISK_TIMEOUT, "flush to disk timed out")
+        """Store a batch as consecutive records, whole or not at all. It joins
+        the current group like a single message (one append for the group)."""
+        if not messages:
+            return self.append(messages)  # refused: the batch is empty
+        outcome = self.group_commit.submit_batch(messages)
+        return outcome if isinstance(outcome, BatchPutResult) else await outcome
 
     def put_messages_blocking(self, messages: Sequence[MessageToStore]) -> BatchPutResult:
         """The same as `put_messages` for callers without an event loop."""
@@ -434,6 +437,7 @@ class FileMessageStore:
     def append_batch(self, batch: BatchToStore) -> tuple[BatchAppendResult, int] | None:
         """Write and dispatch a batch body without waiting for durability:
         (result, log offset one past its last byte), or None for the general path."""
+        self.group_commit.commit_pending()  # call order: the writes already made go first
         refusal = self._write_refusal(None)
         if refusal is not None:
             return BatchAppendResult(refusal.status, remark=refusal.remark), 0

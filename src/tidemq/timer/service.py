@@ -391,9 +391,13 @@ class TimerService:
                     await self._wake_enqueue.wait()
 
     def _clamp(self, deliver_ms: int, source: int) -> int:
-        """The effective time: past the delivery frontier, so order stays monotonic."""
+        """The effective time: past the delivery frontier, so order stays monotonic.
+        A late entry whose source comes after the frontier's keeps the frontier's
+        millisecond (delivered on the next pass, even by a clock that stands still);
+        otherwise it goes one millisecond past."""
+        frontier_ms, frontier_source = self._frontier
         if (deliver_ms, source) <= self._frontier:
-            return self._frontier[0] + 1
+            return frontier_ms if source > frontier_source else frontier_ms + 1
         return deliver_ms
 
     def _enqueue_batch(self) -> int:

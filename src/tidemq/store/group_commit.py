@@ -1,0 +1,370 @@
+"""Group commit: the writes made while the event loop is busy, appended as one.
+
+Why a component of its own: a write that appends alone pays the whole fixed
+cost of an append (the store's checks, room reservation, a write per file, a
+result object) and, in sync-flush mode, its own flush wait, timer and
+wake-up. Sixteen producers with one message in flight each then cost sixteen
+times that per fsync round. The committer makes the writers of one loop tick
+share all of it. It is kept apart from the store because it is about
+scheduling, not storage: it sees the store only as `append(messages) ->
+BatchPutResult` and the flush service's `wait_async`.
+
+How a group forms: the first write of a tick opens a group and schedules its
+commit with `loop.call_soon`; asyncio runs that callback after every callback
+already queued, so the writers made ready in the same tick (say, the sixteen
+woken by one fsync round) join before it runs. The commit is one `append` of
+the group's messages in call order (offsets increase in the order of the
+calls); each caller gets its own results (offsets, msg id) from it. A group
+is bounded (`max_messages`, `max_bytes`): the write that fills it commits it
+at once, and a write that would overflow it commits the group before joining
+a new one. A batch of `alone_batch` messages or more is appended at once
+(after the pending group, to keep the call order): grouping it gains little.
+In async-flush mode, a task whose last write was alone in its group (a loop
+of awaited puts) writes at once, without waiting for the tick to end.
+
+Sync flush: one `wait_async(end of the group)` per group and one timer. When
+the flush does not complete within the sync-flush timeout (or flushing
+failed), every message of the group is answered FLUSH_DISK_TIMEOUT with its
+offsets, as a lone write was before. Groups do not wait for each other: the
+next group appends while the previous one's fsync runs.
+
+Failures are not shared for the wrong reason. A refusal that concerns a
+message (MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED), or an exception raised
+before anything was written, says nothing about the other callers: the group
+is then appended again caller by caller, in order, and each gets its own
+answer (the illegal message its refusal, the others their results). A
+refusal by the store (closed, read-only, disk full, flush failed) is every
+caller's.
+
+Ownership: no tasks. The commit is a loop callback, the flush wait a future
+with a done callback and a timer handle. `close` (called by the store before
+it stops flushing) commits the pending group when called on the loop's
+thread, so its callers get their results and the final flush makes them
+durable; from another thread it leaves the group to its scheduled commit,
+which then finds the store closed and answers SERVICE_NOT_AVAILABLE. A caller
+never waits on a group nobody will commit while its loop runs. A caller
+cancelled while its group is pending still has its message stored, as a put
+cancelled during its flush wait always had.
+
+Writes that bypass the committer (`append`, `put_messages_blocking`) are not
+ordered after a pending group unless they call `commit_pending` first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tidemq.store.api import BatchPutResult, MessageToStore, PutResult, PutStatus
+from tidemq.store.flush import FlushService
+
+DEFAULT_MAX_MESSAGES = 256
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+"""Bodies plus properties per group (an estimate of the record bytes)."""
+
+DEFAULT_ALONE_BATCH = 16
+"""A batch this large is appended at once, as its own group: it already
+shares one append and one flush wait among its messages, and waiting for the
+tick to end would only start its fsync later (when the loop's work per tick
+exceeds an fsync, the earliest writers' fsync overlaps the later ones' work)."""
+
+FLUSH_TIMEOUT_REMARK = "flush to disk timed out"
+
+_MESSAGE_REFUSALS = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
+"""Refusals caused by one message of a group, not by the store."""
+
+
+class _Caller:
+    """One `put_message` or `put_messages` call: its messages are
+    `messages[start : start + count]` of its group."""
+
+    __slots__ = ("batch", "count", "future", "start")
+
+    def __init__(self, start: int, count: int, future: asyncio.Future[Any], batch: bool) -> None:
+        self.start = start
+        self.count = count
+        self.future = future
+        self.batch = batch
+        """True: answered with a BatchPutResult; False: with its one PutResult."""
+
+
+class _Group:
+    __slots__ = ("callers", "committed", "first_writer", "handle", "loop", "messages", "size")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, first_writer: int) -> None:
+        self.loop = loop
+        self.first_writer = first_writer
+        """id() of the task that opened the group."""
+        self.messages: list[MessageToStore] = []
+        self.callers: list[_Caller] = []
+        self.size = 0
+        self.handle: asyncio.Handle | None = None
+        self.committed = False
+
+
+class GroupCommitter:
+    """Collects concurrent writes and appends each group with one call."""
+
+    def __init__(
+        self,
+        append: Callable[[Sequence[MessageToStore]], BatchPutResult],
+        flush: FlushService,
+        *,
+        sync_timeout_s: float,
+        written_end: Callable[[], int],
+        max_messages: int = DEFAULT_MAX_MESSAGES,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        alone_batch: int = DEFAULT_ALONE_BATCH,
+    ) -> None:
+        if max_messages < 1 or max_bytes < 1:
+            raise ValueError("a group must hold at least one message")
+        self._append = append
+        self._flush = flush
+        self._sync_timeout = sync_timeout_s
+        self._written_end = written_end
+        """Where the commitlog ends: unchanged by an append that wrote nothing."""
+        self._max_messages = max_messages
+        self._max_bytes = max_bytes
+        self._alone_batch = alone_batch
+        self._pending: _Group | None = None
+        self._lone_writer = 0
+        """In async-flush mode, id() of the task whose write was the only one
+        of the last group (else 0). Such a task writes one at a time, typically
+        a loop of awaited puts, which never yields in this mode: waiting a tick
+        would only delay it and nobody else can join while it runs, so its
+        writes are appended at once. In sync mode it stays 0: every writer
+        waits for the flush anyway, and going alone could cost a second fsync
+        where one would do. A reused id only makes one write go alone."""
+        self.groups = 0
+        """Group appends made (a group appended caller by caller counts once)."""
+        self.messages = 0
+        """Messages handed to those appends."""
+        self.flush_waits = 0
+        """Flush waits started (sync mode): one per group that was stored."""
+        self.largest_group = 0
+
+    @property
+    def pending_messages(self) -> int:
+        """Messages waiting in the group not yet appended."""
+        group = self._pending
+        return 0 if group is None else len(group.messages)
+
+    # -- callers ---------------------------------------------------------------
+
+    def submit(self, message: MessageToStore) -> PutResult | asyncio.Future[PutResult]:
+        """Store `message` in the current group: its result, or (usually) a
+        future of it, set once stored (in sync mode: and flushed)."""
+        lone = self._lone_writer
+        if lone and self._pending is None and id(asyncio.current_task()) == lone:
+            # This task wrote alone last time: see `_lone_writer`.
+            self.groups += 1
+            self.messages += 1
+            outcome = self._append((message,))
+            if len(outcome.results) == 1:
+                return outcome.results[0]
+            return PutResult(outcome.status, remark=outcome.remark)
+        return self._join((message,), len(message.body) + len(message.properties), batch=False)
+
+    def submit_batch(
+        self, messages: Sequence[MessageToStore]
+    ) -> BatchPutResult | asyncio.Future[BatchPutResult]:
+        """The same for a batch, stored as consecutive records, whole or not
+        at all (as `append` stores a batch)."""
+        lone = self._lone_writer
+        if lone and self._pending is None and id(asyncio.current_task()) == lone:
+            self.groups += 1
+            self.messages += len(messages)
+            self.largest_group = max(self.largest_group, len(messages))
+            return self._append(messages)
+        size = sum(len(m.body) + len(m.properties) for m in messages)
+        return self._join(messages, size, batch=True, alone=len(messages) >= self._alone_batch)
+
+    def _join(
+        self, messages: Sequence[MessageToStore], size: int, *, batch: bool, alone: bool = False
+    ) -> asyncio.Future[Any]:
+        """Add a call to the pending group (`alone`: commit the pending group,
+        then append this call at once as a group of its own)."""
+        loop = asyncio.get_running_loop()
+        group = self._pending
+        if group is not None:
+            if group.loop is not loop:
+                # Left by a loop that is not running here; its own scheduled
+                # commit answers it if that loop ever runs again.
+                group = self._pending = None
+            elif (
+                alone
+                or len(group.messages) + len(messages) > self._max_messages
+                or group.size + size > self._max_bytes
+            ):
+                self._commit(group)
+                group = None
+        if group is None:
+            group = _Group(loop, id(asyncio.current_task(loop)))
+            if not alone:
+                self._pending = group
+                group.handle = loop.call_soon(self._commit, group)
+        future: asyncio.Future[Any] = loop.create_future()
+        group.callers.append(_Caller(len(group.messages), len(messages), future, batch))
+        group.messages.extend(messages)
+        group.size += size
+        if alone or len(group.messages) >= self._max_messages or group.size >= self._max_bytes:
+            self._commit(group)
+        return future
+
+    def close(self) -> None:
+        """Call before the store stops taking writes: commits the pending group
+        when called on its loop's thread (see the module docstring)."""
+        self.commit_pending()
+
+    def commit_pending(self) -> None:
+        """Append the pending group now (on its loop's thread; elsewhere this
+        does nothing). For a write that bypasses the committer and must come
+        after the calls already made, and for `close`."""
+        group = self._pending
+        if group is None:
+            return
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is group.loop:
+            self._commit(group)
+
+    # -- committing ------------------------------------------------------------
+
+    def _commit(self, group: _Group) -> None:
+        if group.committed:
+            return
+        group.committed = True
+        if group.handle is not None:
+            group.handle.cancel()
+        if self._pending is group:
+            self._pending = None
+        messages = group.messages
+        callers = group.callers
+        if len(callers) == 1 and not self._flush.sync_mode:
+            self._lone_writer = group.first_writer
+        else:
+            self._lone_writer = 0
+        self.groups += 1
+        self.messages += len(messages)
+        if len(messages) > self.largest_group:
+            self.largest_group = len(messages)
+        end_before = self._written_end()
+        try:
+            outcome = self._append(messages)
+        except Exception as exc:
+            if len(callers) > 1 and self._written_end() == end_before:
+                self._one_by_one(callers, messages)
+                return
+            for caller in callers:
+                if not caller.future.done():
+                    caller.future.set_exception(exc)
+            return
+        except BaseException as exc:  # an interrupt: nobody is left waiting
+            for caller in callers:
+                if not caller.future.done():
+                    caller.future.set_exception(exc)
+            raise
+        if outcome.status is PutStatus.PUT_OK:
+            self._stored(callers, outcome.results)
+        elif len(callers) > 1 and outcome.status in _MESSAGE_REFUSALS:
+            self._one_by_one(callers, messages)
+        else:
+            _refuse(callers, outcome)
+
+    def _one_by_one(self, callers: list[_Caller], messages: list[MessageToStore]) -> None:
+        """Append each caller's messages alone, in call order; one flush wait
+        for all that were stored."""
+        stored: list[_Caller] = []
+        results: list[PutResult] = []
+        for caller in callers:
+            start = caller.start
+            try:
+                outcome = self._append(messages[start : start + caller.count])
+            except Exception as exc:
+                if not caller.future.done():
+                    caller.future.set_exception(exc)
+                continue
+            if outcome.status is PutStatus.PUT_OK:
+                caller.start = len(results)
+                results.extend(outcome.results)
+                stored.append(caller)
+            else:
+                _refuse((caller,), outcome)
+        if stored:
+            self._stored(stored, tuple(results))
+
+    def _stored(self, callers: list[_Caller], results: tuple[PutResult, ...]) -> None:
+        """Answer the callers whose messages were appended: at once, or in
+        sync mode once flushed (one wait, one timer for all of them)."""
+        flush = self._flush
+        if not flush.sync_mode:
+            _answer(callers, results)
+            return
+        last = results[-1]
+        self.flush_waits += 1
+        durable = flush.wait_async(last.physical_offset + last.size)
+        if durable.done():
+            self._flushed(callers, results, None, durable)
+            return
+        timer = durable.get_loop().call_later(self._sync_timeout, durable.cancel)
+        durable.add_done_callback(functools.partial(self._flushed, callers, results, timer))
+
+    @staticmethod
+    def _flushed(
+        callers: list[_Caller],
+        results: tuple[PutResult, ...],
+        timer: asyncio.TimerHandle | None,
+        durable: asyncio.Future[bool],
+    ) -> None:
+        if timer is not None:
+            timer.cancel()
+        if not durable.cancelled() and durable.result():
+            _answer(callers, results)
+            return
+        timed_out = tuple(
+            PutResult(
+                PutStatus.FLUSH_DISK_TIMEOUT,
+                r.physical_offset,
+                r.size,
+                r.queue_offset,
+                r.store_timestamp,
+                r.msg_id,
+                FLUSH_TIMEOUT_REMARK,
+            )
+            for r in results
+        )
+        _answer(callers, timed_out, PutStatus.FLUSH_DISK_TIMEOUT, FLUSH_TIMEOUT_REMARK)
+
+
+def _answer(
+    callers: Sequence[_Caller],
+    results: tuple[PutResult, ...],
+    status: PutStatus = PutStatus.PUT_OK,
+    remark: str = "",
+) -> None:
+    for caller in callers:
+        future = caller.future
+        if future.done():  # the caller was cancelled; its message is stored
+            continue
+        if caller.batch:
+            start = caller.start
+            future.set_result(BatchPutResult(status, results[start : start + caller.count], remark))
+        else:
+            future.set_result(results[caller.start])
+
+
+def _refuse(callers: Sequence[_Caller], outcome: BatchPutResult) -> None:
+    for caller in callers:
+        future = caller.future
+        if future.done():
+            continue
+        if caller.batch:
+            future.set_result(outcome)
+        elif len(outcome.results) == 1:
+            future.set_result(outcome.results[0])
+        else:
+            future.set_result(PutResult(outcome.status, remark=outcome.remark))
