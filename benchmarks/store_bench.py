@@ -3,7 +3,11 @@
     .venv/bin/python benchmarks/store_bench.py [--messages N] [--json] [--profile NAME]
 
 Cases (issue #2 targets in brackets):
-- append-batch-async: batches of 32 through `put_messages`, async flush [>= 300,000 msgs/s]
+- append-batch-async: batches of 32 through `put_messages` (one MessageToStore each), async flush
+- append-batch-body-async: batches of 32 as the broker stores a SEND_BATCH_MESSAGE, from the
+  request body in one call (`put_batch`, compiled core), async flush, UNIQ_KEY index kept
+  [issue #16: >= 300,000 msgs/s]
+- append-batch-body-sync: the same with sync flush (group commit of concurrent appends)
 - append-single-async: one message per `put_message`, async flush (for reference)
 - append-single-async-16: 16 concurrent writers, one message per `put_message`, async
   flush (group commit without fsync: how close single sends in flight get to batches)
@@ -36,8 +40,11 @@ from pathlib import Path
 
 from tidemq.broker.sql_filter import sql92_message_filter
 from tidemq.common import properties as props
+from tidemq.common.message import Message
+from tidemq.common.properties import decode_properties
 from tidemq.filter.sql92 import compile_sql92
-from tidemq.store.api import GetStatus, MessageToStore
+from tidemq.record.codec import encode_batch
+from tidemq.store.api import BatchToStore, GetStatus, MessageToStore
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.file_store import FileMessageStore
 from tidemq.store.filters import TagFilter
@@ -93,6 +100,45 @@ def bench_append_batch(root: Path, count: int, batch: int = 32) -> float:
             result = await store.put_messages(items)
             assert result.ok, result.remark
             done += len(items)
+            if time.perf_counter() > deadline:
+                break
+        return done / (time.perf_counter() - start)
+
+    try:
+        return asyncio.run(run())
+    finally:
+        store.close()
+
+
+def batch_body(first: int, batch: int) -> bytes:
+    """The SEND_BATCH_MESSAGE body a producer sends for messages first.. (same
+    properties as `message`: TAGS and a UNIQ_KEY each)."""
+    return encode_batch(
+        [
+            Message("BenchTopic", BODY, properties=decode_properties(message(i).properties))
+            for i in range(first, first + batch)
+        ]
+    )
+
+
+def bench_append_batch_body(
+    root: Path, count: int, batch: int = 32, mode: FlushMode = FlushMode.ASYNC
+) -> float:
+    """The broker's SEND_BATCH path: `put_batch` encodes every record from the
+    request body in one call (compiled unless TIDEMQ_NO_EXTENSIONS=1)."""
+    store = open_store(root, mode)
+    bodies = [batch_body(i, batch) for i in range(0, count, batch)]
+    cluster = b"CLUSTER\x01DefaultCluster\x02"
+
+    async def run() -> float:
+        start = time.perf_counter()
+        deadline = start + TIME_LIMIT
+        done = 0
+        for n, body in enumerate(bodies):
+            request = BatchToStore("BenchTopic", n % QUEUES, body, 0, 0, b"\x7f\0\0\1", 1, cluster)
+            result = await store.put_batch(request)
+            assert result is not None and result.ok, result
+            done += result.count
             if time.perf_counter() > deadline:
                 break
         return done / (time.perf_counter() - start)
@@ -216,6 +262,8 @@ def bench_read(root: Path, count: int, tag_filter: bool = False, sql92: bool = F
 
 CASES: dict[str, Callable[[Path, int], float]] = {
     "append-batch-async": bench_append_batch,
+    "append-batch-body-async": bench_append_batch_body,
+    "append-batch-body-sync": lambda root, n: bench_append_batch_body(root, n, mode=FlushMode.SYNC),
     "append-single-async": bench_append_single,
     "append-single-async-16": bench_append_single_concurrent,
     "sync-group-commit-16": lambda root, n: bench_sync_group_commit(root, n // 4),

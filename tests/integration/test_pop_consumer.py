@@ -352,7 +352,7 @@ async def request(
 async def batch_ack(
     server: ServerProcess, group: str, topic: str, handles: list[str]
 ) -> RemotingCommand:
-    """BATCH_ACK_MESSAGE with tidemq's JSON body (see broker/pop/handlers.py)."""
+    """BATCH_ACK_MESSAGE with tidemq's JSON body (see broker/processors/pop.py)."""
     document = {"acks": [{"consumerGroup": group, "topic": topic, "extraInfo": handles}]}
     return await request(server, RequestCode.BATCH_ACK_MESSAGE, body=json.dumps(document).encode())
 

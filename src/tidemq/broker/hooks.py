@@ -1,7 +1,8 @@
-"""What the send path asks of the timer and transaction parts of a broker.
+"""What the processors ask of the delay, timer and transaction parts of a broker.
 
-BrokerService holds one of each (or None when the feature is off); both
-protocols reach them through the service, so the rules live once.
+The composition root (tidemq.broker.assembly) builds each part first and
+hands it to the processors that use it (None when the feature is off); both
+protocols reach them through those processors, so the rules live once.
 """
 
 from __future__ import annotations
@@ -11,6 +12,14 @@ from typing import Protocol
 
 from tidemq.protocol.headers import EndTransactionRequestHeader
 from tidemq.store.api import MessageToStore
+
+
+class DelayHooks(Protocol):
+    """Delay levels: parking a message until its level's time has passed."""
+
+    def schedule(self, message: MessageToStore, level: int) -> MessageToStore:
+        """`message` parked in SCHEDULE_TOPIC_XXXX under delay `level` (clamped)."""
+        ...
 
 
 class TimerHooks(Protocol):

@@ -1,8 +1,8 @@
-"""What the broker's front doors hand BrokerService, and what they get back.
+"""What the broker's front doors hand its processors, and what they get back.
 
-The request and result records of send and pull, the refusal every service
-method raises (`BrokerError`), and the pure helpers the protocol handlers
-share with the service (`message_queue_key`, `pull_code`).
+The request and result records of send and pull, the refusal every
+processor method raises (`BrokerError`), and the pure helpers both
+protocols share (`message_queue_key`, `pull_code`).
 """
 
 from __future__ import annotations

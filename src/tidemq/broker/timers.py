@@ -10,10 +10,10 @@ is refused (ILLEGAL_OPERATION) where Java answers success.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.requests import BrokerError
+from tidemq.broker.stats import BrokerStats
 from tidemq.common import properties as props
 from tidemq.common.clock import Clock
 from tidemq.common.recall_handle import RecallHandle, RecallHandleError
@@ -21,9 +21,6 @@ from tidemq.protocol.codes import ResponseCode
 from tidemq.store.api import BatchPutResult, MessageStore, MessageToStore
 from tidemq.timer.parking import TimerPropertyError, park, requested_deliver_ms
 from tidemq.timer.service import RecallOutcome, TimerService, TimerSettings
-
-if TYPE_CHECKING:
-    from tidemq.broker.service import BrokerService
 
 TIMER_DIRECTORY = "timer"
 """Under the store directory: timer log, timer files, checkpoint."""
@@ -33,12 +30,13 @@ class BrokerTimers:
     """TimerHooks over one store (see the module docstring)."""
 
     def __init__(
-        self, config: BrokerConfig, store: MessageStore, clock: Clock, service: BrokerService
+        self, config: BrokerConfig, store: MessageStore, clock: Clock, stats: BrokerStats
     ) -> None:
         self.config = config
         self.store = store
         self.clock = clock
-        self.service = service
+        self.stats = stats
+        """Delivered timer messages count as puts of their topic."""
         self.engine = TimerService(
             store,
             config.store_dir / TIMER_DIRECTORY,
@@ -56,7 +54,7 @@ class BrokerTimers:
         result = await self.store.put_messages(messages)
         if result.results:
             for message in messages:
-                self.service.stats.record_put(message.topic, 1, len(message.body))
+                self.stats.record_put(message.topic, 1, len(message.body))
         return result
 
     # -- parking -----------------------------------------------------------------

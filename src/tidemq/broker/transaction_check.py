@@ -44,7 +44,7 @@ from tidemq.transport.errors import RemotingError
 
 if TYPE_CHECKING:
     from tidemq.broker.config import BrokerConfig
-    from tidemq.broker.service import BrokerService
+    from tidemq.broker.consumers import ProducerManager
     from tidemq.common.clock import Clock
     from tidemq.store.api import MessageStore
 
@@ -56,7 +56,7 @@ class CheckOwner(Protocol):
     config: BrokerConfig
     store: MessageStore
     clock: Clock
-    service: BrokerService
+    producers: ProducerManager
     ledger: ResolvedLedger
     lock: asyncio.Lock
     progress: int
@@ -220,7 +220,7 @@ class CheckBack:
         group = copy.producer_group or ""
         channels = [
             channel
-            for channel in self.owner.service.producers.members(group)
+            for channel in self.owner.producers.members(group)
             if not channel.connection.closed
         ]
         if not channels:

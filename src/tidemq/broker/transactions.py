@@ -67,7 +67,9 @@ from tidemq.store.api import MessageStore, MessageToStore, PutStatus
 from tidemq.timer.parking import TIMER_PROPERTIES
 
 if TYPE_CHECKING:
-    from tidemq.broker.service import BrokerService
+    from tidemq.broker.consumers import ProducerManager
+    from tidemq.broker.offsets import ConsumerOffsetManager
+    from tidemq.broker.stats import BrokerStats
 
 __all__ = ["BrokerTransactions", "put_failure"]
 
@@ -93,12 +95,29 @@ class BrokerTransactions:
     """TransactionHooks over one store (see the module docstring)."""
 
     def __init__(
-        self, config: BrokerConfig, store: MessageStore, clock: Clock, service: BrokerService
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        clock: Clock,
+        *,
+        stats: BrokerStats,
+        offsets: ConsumerOffsetManager,
+        producers: ProducerManager,
+        store_host: bytes,
+        store_port: int,
     ) -> None:
         self.config = config
         self.store = store
         self.clock = clock
-        self.service = service
+        self.stats = stats
+        """A committed message counts as a put of its real topic."""
+        self.offsets = offsets
+        """Holds the check-back's progress offsets (group CID_RMQ_SYS_TRANS)."""
+        self.producers = producers
+        """Whom the check-back asks (CHECK_TRANSACTION_STATE)."""
+        self.store_host = store_host
+        self.store_port = store_port
+        """The address op records carry as their born and store host."""
         grace_ms = 2 * max(config.transaction_check_interval_ms, config.transaction_timeout_ms)
         self.ledger = ResolvedLedger(grace_ms)
         self.lock = asyncio.Lock()
@@ -106,7 +125,7 @@ class BrokerTransactions:
         self.progress = 0
         """Next half queue offset the check-back looks at."""
         self.check_back = CheckBack(self)
-        self._ids = UniqueIdGenerator(clock, service.store_host)
+        self._ids = UniqueIdGenerator(clock, store_host)
         self._tasks = TaskSet("broker-transactions")
 
     # -- half messages ------------------------------------------------------------
@@ -293,9 +312,7 @@ class BrokerTransactions:
                 for half, commit in chosen:
                     if commit:
                         records.append(committed_message(half))
-                    records.append(
-                        op_record(half, self.service.store_host, self.service.store_port)
-                    )
+                    records.append(op_record(half, self.store_host, self.store_port))
                     op_positions.append(len(records) - 1)
             except ValueError as exc:
                 raise BrokerError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
@@ -305,7 +322,7 @@ class BrokerTransactions:
             for (half, commit), position in zip(chosen, op_positions, strict=True):
                 if commit:
                     message = records[position - 1]
-                    self.service.stats.record_put(message.topic, 1, len(message.body))
+                    self.stats.record_put(message.topic, 1, len(message.body))
                 self.resolved(half, batch.results[position].queue_offset)
             return len(chosen), len(items) - len(chosen)
 
@@ -315,15 +332,15 @@ class BrokerTransactions:
             message = committed_message(half)
         except ValueError as exc:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
-        op = op_record(half, self.service.store_host, self.service.store_port)
+        op = op_record(half, self.store_host, self.store_port)
         batch = await self.store.put_messages([message, op])
         if batch.status not in _STORED or len(batch.results) != 2:
             raise put_failure(batch.status, batch.remark)
-        self.service.stats.record_put(message.topic, 1, len(message.body))
+        self.stats.record_put(message.topic, 1, len(message.body))
         return batch.results[1].queue_offset
 
     async def _store_op(self, half: StoredHalf) -> int:
-        op = op_record(half, self.service.store_host, self.service.store_port)
+        op = op_record(half, self.store_host, self.store_port)
         result = await self.store.put_message(op)
         if result.status not in _STORED:
             raise put_failure(result.status, result.remark)
@@ -341,12 +358,12 @@ class BrokerTransactions:
         """Hand both progress offsets to the consumer offsets (persisted with them)."""
         self.ledger.prune(self.progress, self.clock.now_ms())
         op_offset = self.ledger.first_op_offset(self.store.max_offset(OP_TOPIC, 0))
-        offsets = self.service.offsets
+        offsets = self.offsets
         offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, self.progress)
         offsets.commit(CHECK_GROUP, OP_TOPIC, 0, op_offset)
 
     def _load_progress(self) -> None:
-        offsets = self.service.offsets
+        offsets = self.offsets
         half_min = self.store.min_offset(HALF_TOPIC, 0)
         saved = offsets.query(CHECK_GROUP, HALF_TOPIC, 0)
         self.progress = max(saved, half_min)

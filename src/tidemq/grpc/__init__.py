@@ -1,1 +1,1 @@
-"""The apache.rocketmq.v2 gRPC endpoint: a thin translation over BrokerService."""
+"""The apache.rocketmq.v2 gRPC endpoint: a thin translation over the broker's processors."""

@@ -15,7 +15,6 @@ from pathlib import Path
 import grpc
 from rocketmq.grpc_protocol import service_pb2_grpc
 
-from tidemq.broker.service import BrokerService
 from tidemq.grpc.servicer import MessagingServicer
 
 log = logging.getLogger(__name__)
@@ -28,7 +27,7 @@ class GrpcEndpoint:
 
     def __init__(
         self,
-        service: BrokerService,
+        servicer: MessagingServicer,
         host: str,
         port: int,
         *,
@@ -38,7 +37,7 @@ class GrpcEndpoint:
     ) -> None:
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("TLS needs both a certificate and a key")
-        self.servicer = MessagingServicer(service)
+        self.servicer = servicer
         self.host = host
         self._requested_port = port
         self.tls = tls_cert is not None

@@ -1,8 +1,11 @@
-"""MessagingService over BrokerService: every RPC the official 5.x clients use.
+"""MessagingService over the broker's processors: every RPC the official 5.x clients use.
 
-Each method decodes the request, calls the broker service (the same code the
-remoting handlers call), and answers with a `Status` inside the response
-(gRPC status stays OK, as the Java proxy does). The facts this follows are
+Each method decodes the request, calls the broker's processors
+(tidemq.broker.processors: send, pull, pop, transaction, client: the same
+objects and checks the remoting codes go through), and answers with a
+`Status` inside the response (gRPC status stays OK, as the Java proxy does).
+Every RPC that names a topic or group is marked `_names_checked`: the
+proxy's name check comes first. The facts this follows are
 in `shared/design/protocol-grpc.md`: routes echo the client's endpoints and
 always contain queue 0; the client's queue choice is a hint (a FIFO message
 goes to the queue its group hashes to, others round-robin); receives pop
@@ -15,10 +18,11 @@ before the broker does (an expired receipt handle, a blank transaction id).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -26,19 +30,26 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from tidemq.broker.assembly import BrokerCore
+from tidemq.broker.config import BrokerConfig
+from tidemq.broker.groups import SubscriptionGroupManager
 from tidemq.broker.pop.api import (
     ALL_QUEUES,
     MAX_INVISIBLE_MS,
-    PopHooks,
     PopRequest,
     ReceiptHandleError,
 )
 from tidemq.broker.pop.receipts import parse_receipt_handle
+from tidemq.broker.processors.client import ClientProcessor
+from tidemq.broker.processors.pop import PopProcessor
+from tidemq.broker.processors.pull import PullProcessor
+from tidemq.broker.processors.send import SendProcessor
+from tidemq.broker.processors.transaction import TransactionProcessor
 from tidemq.broker.requests import BrokerError, PullRequest, SendRequest
-from tidemq.broker.service import BrokerService
-from tidemq.broker.topics import is_readable, is_writeable
+from tidemq.broker.topics import TopicConfigManager, is_readable, is_writeable
 from tidemq.common import properties as props
 from tidemq.common import sysflag
+from tidemq.common.clock import Clock
 from tidemq.grpc.convert import (
     Code,
     ConvertError,
@@ -58,6 +69,7 @@ from tidemq.grpc.telemetry import TelemetryConnection, TelemetrySession, setting
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import EndTransactionRequestHeader
+from tidemq.protocol.heartbeat import HeartbeatData
 from tidemq.record.codec import decode_record
 from tidemq.record.records import decode_records
 
@@ -100,13 +112,88 @@ def fifo_queue(message_group: str, queue_nums: int) -> int:
     return zlib.crc32(message_group.encode()) % max(1, queue_nums)
 
 
+_Unary = Callable[[Any, Any, Any], Awaitable[Any]]
+_Streaming = Callable[[Any, Any, Any], AsyncIterator[Any]]
+
+
+def _names_checked(response_type: Any) -> Callable[[_Unary], _Unary]:
+    """The topic/group name check in front of a unary RPC that names them: a
+    refused request gets the RPC's response (`response_type`) with the status alone."""
+
+    def wrap(method: _Unary) -> _Unary:
+        @functools.wraps(method)
+        async def checked(self: Any, request: Any, context: Any) -> Any:
+            problem = name_problem(request)
+            if problem is not None:
+                return response_type(status=status(*problem))
+            return await method(self, request, context)
+
+        return checked
+
+    return wrap
+
+
+def _names_checked_stream(response_type: Any) -> Callable[[_Streaming], _Streaming]:
+    """`_names_checked` for a server-streaming RPC: the refusal is its one response."""
+
+    def wrap(method: _Streaming) -> _Streaming:
+        @functools.wraps(method)
+        async def checked(self: Any, request: Any, context: Any) -> AsyncIterator[Any]:
+            problem = name_problem(request)
+            if problem is not None:
+                yield response_type(status=status(*problem))
+                return
+            async for response in method(self, request, context):
+                yield response
+
+        return checked
+
+    return wrap
+
+
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
     """The apache.rocketmq.v2.MessagingService of one broker."""
 
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        *,
+        send: SendProcessor,
+        pull: PullProcessor,
+        pop: PopProcessor,
+        transaction: TransactionProcessor,
+        client: ClientProcessor,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.topics = topics
+        self.groups = groups
+        self.send = send
+        self.pull = pull
+        self.pop = pop
+        self.transaction = transaction
+        self.client = client
         self._sessions: dict[str, list[TelemetrySession]] = {}
         self._round_robin = itertools.count()
+
+    @classmethod
+    def of(cls, core: BrokerCore) -> MessagingServicer:
+        """The servicer over an assembled broker's processors."""
+        service = core.service
+        return cls(
+            service.config,
+            service.clock,
+            service.topics,
+            service.groups,
+            send=core.send,
+            pull=core.pull,
+            pop=core.pop,
+            transaction=core.transaction,
+            client=core.client,
+        )
 
     def close_sessions(self) -> None:
         """End every Telemetry stream (the server is stopping)."""
@@ -116,13 +203,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _pop(self) -> PopHooks:
-        if self.service.pop is None:
-            raise BrokerError(ResponseCode.NO_PERMISSION, "pop consumption is disabled")
-        return self.service.pop
-
     def _topic(self, name: str) -> Any:
-        config = self.service.topics.get(name)
+        config = self.topics.get(name)
         if config is None:
             raise topic_not_found(name)
         return config
@@ -133,7 +215,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         ReceiptHandle.isExpired, ReceiptHandle.java:49-51): a handle whose
         invisible time is over is refused, whatever the broker would say."""
         handle = parse_receipt_handle(receipt_handle)
-        if handle.due_ms <= self.service.clock.now_ms():
+        if handle.due_ms <= self.clock.now_ms():
             raise ReceiptHandleError("receipt handle is expired")
 
     def _queue(self, topic: str, queue_id: int, endpoints: pb.Endpoints, perm: int) -> Any:
@@ -148,14 +230,14 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             topic=pb.Resource(name=topic),
             id=queue_id,
             permission=permission,
-            broker=pb.Broker(name=self.service.config.broker_name, id=0, endpoints=endpoints),
+            broker=pb.Broker(name=self.config.broker_name, id=0, endpoints=endpoints),
             accept_message_types=self._accepted_types(topic),
         )
 
     def _declared_type(self, topic: str) -> str:
         """The topic's `message.type` attribute (RocketMQ's TopicMessageType), MIXED if none."""
-        config = self.service.topics.get(topic)
-        attributes = getattr(config, "attributes", None) or {}
+        config = self.topics.get(topic)
+        attributes = config.attributes if config is not None else {}
         return str(attributes.get("message.type", "")).upper() or "MIXED"
 
     def _accepted_types(self, topic: str) -> list[int]:
@@ -166,6 +248,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     # -- routes and clients -----------------------------------------------------------
 
+    @_names_checked(spb.QueryRouteResponse)
     async def QueryRoute(self, request: Any, context: Any) -> Any:
         try:
             config = self._topic(request.topic.name)
@@ -177,22 +260,24 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         ]
         return spb.QueryRouteResponse(status=status(), message_queues=queues)
 
+    @_names_checked(spb.HeartbeatResponse)
     async def Heartbeat(self, request: Any, context: Any) -> Any:
         return spb.HeartbeatResponse(status=status())
 
+    @_names_checked(spb.NotifyClientTerminationResponse)
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
         client_id = _client_id(context)
         for session in self._sessions.pop(client_id, []):
             self._unregister(session)
         return spb.NotifyClientTerminationResponse(status=status())
 
+    @_names_checked(spb.QueryAssignmentResponse)
     async def QueryAssignment(self, request: Any, context: Any) -> Any:
         try:
             config = self._topic(request.topic.name)
         except ConvertError as exc:
             return spb.QueryAssignmentResponse(status=status(exc.code, exc.message))
-        pop = self._pop()
-        ids = range(config.read_queue_nums) if pop.is_fifo(request.group.name) else [0]
+        ids = range(config.read_queue_nums) if self.pop.is_fifo(request.group.name) else [0]
         assignments = [
             pb.Assignment(
                 message_queue=self._queue(config.topic_name, qid, request.endpoints, config.perm)
@@ -242,23 +327,25 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     def _settings_command(self, session: TelemetrySession, settings: pb.Settings) -> Any:
         session.settings = settings
         fifo = False
-        max_attempts = self.service.config.max_reconsume_times + 1
+        max_attempts = self.config.max_reconsume_times + 1
         if settings.HasField("subscription"):
             group = settings.subscription.group.name
-            pop = self.service.pop
-            fifo = pop is not None and pop.is_fifo(group)
-            config = self.service.groups.get(group)
+            fifo = self.pop.is_fifo(group)
+            config = self.groups.get(group)
             if config is not None:
                 max_attempts = config.retry_max_times + 1
         elif settings.HasField("publishing"):
-            connection = TelemetryConnection(session)
-            for topic in settings.publishing.topics:
-                self.service.producers.register(
-                    topic.name, session.client_id, connection, language="GRPC"
-                )
+            # a publishing client is a producer of each of its topics (the group
+            # a gRPC producer sends as), registered as a remoting heartbeat would
+            producer_groups = tuple(topic.name for topic in settings.publishing.topics)
+            self.client.heartbeat(
+                HeartbeatData(session.client_id, producer_groups=producer_groups),
+                TelemetryConnection(session),
+                language="GRPC",
+            )
         reply = settings_reply(
             settings,
-            max_body_size=self.service.max_message_size,
+            max_body_size=self.send.max_message_size,
             fifo=fifo,
             max_attempts=max_attempts,
         )
@@ -268,10 +355,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         settings = session.settings
         if settings is not None and settings.HasField("publishing"):
             for topic in settings.publishing.topics:
-                self.service.producers.unregister(topic.name, session.client_id)
+                self.client.unregister_client(session.client_id, topic.name, None)
 
     # -- send --------------------------------------------------------------------------
 
+    @_names_checked(spb.SendMessageResponse)
     async def SendMessage(self, request: Any, context: Any) -> Any:
         if not request.messages:  # SendMessageActivity.java:70-72
             return spb.SendMessageResponse(
@@ -302,7 +390,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             config = self._topic(message.topic.name)
             if not message.body:
                 raise ConvertError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
-            limit = self.service.max_message_size
+            limit = self.send.max_message_size
             if len(message.body) > limit:
                 raise ConvertError(
                     Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {limit}"
@@ -325,7 +413,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 queue_id = next(self._round_robin) % write_queues
             born_ms = millis_of(message.system_properties.born_timestamp)
             transactional = kind == MessageType.TRANSACTION
-            result = await self.service.send(
+            result = await self.send.send(
                 SendRequest(
                     producer_group=producer_group,
                     topic=config.topic_name,
@@ -333,7 +421,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                     body=message.body,
                     properties=props.encode_properties(properties),
                     sys_flag=sysflag.TRANSACTION_PREPARED_TYPE if transactional else 0,
-                    born_timestamp=born_ms or self.service.clock.now_ms(),
+                    born_timestamp=born_ms or self.clock.now_ms(),
                 )
             )
         except ConvertError as exc:
@@ -363,10 +451,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             entry.recall_handle = result.recall_handle
         return entry, False
 
+    @_names_checked(spb.EndTransactionResponse)
     async def EndTransaction(self, request: Any, context: Any) -> Any:
         try:
             header = self._end_header(request)
-            await self.service.end_transaction(header)
+            await self.transaction.end_transaction(header)
         except ConvertError as exc:
             return spb.EndTransactionResponse(status=status(exc.code, exc.message))
         except BrokerError as exc:
@@ -391,7 +480,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             commit_log_offset, queue_offset, key = decode_legacy_transaction_id(transaction_id)
         except ConvertError:
             key = transaction_id
-            where = self.service.locate_half(key)
+            where = self.transaction.locate_half(key)
             if where is None:
                 # the proxy's TransactionProcessor.java:47-49 (its code: INTERNAL_SERVER_ERROR)
                 raise ConvertError(
@@ -410,9 +499,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             topic=request.topic.name,
         )
 
+    @_names_checked(spb.RecallMessageResponse)
     async def RecallMessage(self, request: Any, context: Any) -> Any:
         try:
-            message_id = await self.service.recall_message(
+            message_id = await self.send.recall_message(
                 request.topic.name, request.recall_handle, request.topic.name
             )
         except BrokerError as exc:
@@ -421,6 +511,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     # -- receive and acknowledge -----------------------------------------------------
 
+    @_names_checked_stream(spb.ReceiveMessageResponse)
     async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
         try:
             messages = await self._receive(request, context)
@@ -438,9 +529,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             yield spb.ReceiveMessageResponse(
                 status=status(Code.MESSAGE_NOT_FOUND, "no new message")
             )
-        yield spb.ReceiveMessageResponse(
-            delivery_timestamp=timestamp_of(self.service.clock.now_ms())
-        )
+        yield spb.ReceiveMessageResponse(delivery_timestamp=timestamp_of(self.clock.now_ms()))
 
     async def _receive(self, request: Any, context: Any) -> list[Any]:
         topic = request.message_queue.topic.name
@@ -449,7 +538,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             invisible_ms = AUTO_RENEW_INVISIBLE_MS
         else:
             invisible_ms = duration_ms(request.invisible_duration)
-            invisible_problem(invisible_ms, self.service.config.min_invisible_time_mills_for_recv)
+            invisible_problem(invisible_ms, self.config.min_invisible_time_mills_for_recv)
         poll_s = (
             duration_ms(request.long_polling_timeout) / 1000
             if request.HasField("long_polling_timeout")
@@ -462,7 +551,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             poll_s = max(0.0, min(poll_s, remaining - DEADLINE_MARGIN_S))
         expression = request.filter_expression
         kind = "SQL92" if expression.type == pb.FilterType.SQL else "TAG"
-        result = await self._pop().pop(
+        result = await self.pop.pop(
             PopRequest(
                 group=request.group.name,
                 topic=topic,
@@ -494,6 +583,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             )
         return delivered
 
+    @_names_checked(spb.AckMessageResponse)
     async def AckMessage(self, request: Any, context: Any) -> Any:
         """Each entry answers for itself; the top status is the one code they
         share, by name, or MULTIPLE_RESULTS (AckMessageActivity.java:184-193)."""
@@ -501,7 +591,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         for entry in request.entries:
             try:
                 self._check_not_expired(entry.receipt_handle)
-                await self._pop().ack(request.group.name, request.topic.name, entry.receipt_handle)
+                await self.pop.ack(request.group.name, request.topic.name, entry.receipt_handle)
                 entry_status = status()
             except BrokerError as exc:
                 entry_status = status(code_for(exc, "ack"), exc.remark)
@@ -521,6 +611,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             top = status(Code.INTERNAL_SERVER_ERROR, "ack message result is empty")
         return spb.AckMessageResponse(status=top, entries=results)
 
+    @_names_checked(spb.ChangeInvisibleDurationResponse)
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
         invisible_ms = duration_ms(request.invisible_duration)
         try:
@@ -531,7 +622,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             )
         try:
             self._check_not_expired(request.receipt_handle)
-            handle = await self._pop().change_invisible(
+            handle = await self.pop.change_invisible(
                 request.group.name, request.topic.name, request.receipt_handle, invisible_ms
             )
         except BrokerError as exc:
@@ -541,9 +632,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             )
         return spb.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
 
+    @_names_checked(spb.ForwardMessageToDeadLetterQueueResponse)
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
         try:
-            await self._pop().forward_to_dlq(
+            await self.pop.forward_to_dlq(
                 request.group.name, request.topic.name, request.receipt_handle
             )
         except BrokerError as exc:
@@ -554,12 +646,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     # -- offsets (not used by the official clients) ------------------------------------
 
+    @_names_checked_stream(spb.PullMessageResponse)
     async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
         queue = request.message_queue
         expression = request.filter_expression
         try:
             self._topic(queue.topic.name)
-            result = await self.service.pull(
+            result = await self.pull.pull(
                 PullRequest(
                     group=request.group.name,
                     topic=queue.topic.name,
@@ -589,6 +682,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             yield spb.PullMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
         yield spb.PullMessageResponse(next_offset=result.next_begin_offset)
 
+    @_names_checked(spb.UpdateOffsetResponse)
     async def UpdateOffset(self, request: Any, context: Any) -> Any:
         queue = request.message_queue
         try:
@@ -597,20 +691,22 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             return spb.UpdateOffsetResponse(status=status(exc.code, exc.message))
         if request.offset < 0:
             return spb.UpdateOffsetResponse(status=status(Code.ILLEGAL_OFFSET, "negative offset"))
-        self.service.update_consumer_offset(
+        self.pull.update_consumer_offset(
             request.group.name, queue.topic.name, queue.id, request.offset
         )
         return spb.UpdateOffsetResponse(status=status())
 
+    @_names_checked(spb.GetOffsetResponse)
     async def GetOffset(self, request: Any, context: Any) -> Any:
         queue = request.message_queue
-        offset = self.service.offsets.query(request.group.name, queue.topic.name, queue.id)
+        offset = self.pull.committed_offset(request.group.name, queue.topic.name, queue.id)
         if offset < 0:
             return spb.GetOffsetResponse(
                 status=status(Code.OFFSET_NOT_FOUND, "the group has no offset for this queue")
             )
         return spb.GetOffsetResponse(status=status(), offset=offset)
 
+    @_names_checked(spb.QueryOffsetResponse)
     async def QueryOffset(self, request: Any, context: Any) -> Any:
         queue = request.message_queue
         try:
@@ -619,70 +715,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             return spb.QueryOffsetResponse(status=status(exc.code, exc.message))
         policy = request.query_offset_policy
         if policy == pb.QueryOffsetPolicy.Value("BEGINNING"):
-            offset = self.service.min_offset(queue.topic.name, queue.id)
+            offset = self.pull.min_offset(queue.topic.name, queue.id)
         elif policy == pb.QueryOffsetPolicy.Value("END"):
-            offset = self.service.max_offset(queue.topic.name, queue.id)
+            offset = self.pull.max_offset(queue.topic.name, queue.id)
         else:
-            offset = self.service.search_offset(
+            offset = self.pull.search_offset(
                 queue.topic.name, queue.id, millis_of(request.timestamp)
             )
         return spb.QueryOffsetResponse(status=status(), offset=offset)
-
-
-_UNARY_RPCS = (
-    "QueryRoute",
-    "Heartbeat",
-    "NotifyClientTermination",
-    "QueryAssignment",
-    "SendMessage",
-    "EndTransaction",
-    "RecallMessage",
-    "AckMessage",
-    "ChangeInvisibleDuration",
-    "ForwardMessageToDeadLetterQueue",
-    "UpdateOffset",
-    "GetOffset",
-    "QueryOffset",
-)
-_STREAMING_RPCS = ("ReceiveMessage", "PullMessage")
-
-
-def _refusing_bad_names(servicer: type[MessagingServicer]) -> None:
-    """Put the topic/group name check in front of every RPC that names them:
-    a refused request gets its RPC's response with the status alone."""
-
-    def unary(name: str) -> Any:
-        method = getattr(servicer, name)
-        response_type = getattr(spb, f"{name}Response")
-
-        async def checked(self: MessagingServicer, request: Any, context: Any) -> Any:
-            problem = name_problem(request)
-            if problem is not None:
-                return response_type(status=status(*problem))
-            return await method(self, request, context)
-
-        return checked
-
-    def streaming(name: str) -> Any:
-        method = getattr(servicer, name)
-        response_type = getattr(spb, f"{name}Response")
-
-        async def checked(
-            self: MessagingServicer, request: Any, context: Any
-        ) -> AsyncIterator[Any]:
-            problem = name_problem(request)
-            if problem is not None:
-                yield response_type(status=status(*problem))
-                return
-            async for response in method(self, request, context):
-                yield response
-
-        return checked
-
-    for name in _UNARY_RPCS:
-        setattr(servicer, name, unary(name))
-    for name in _STREAMING_RPCS:
-        setattr(servicer, name, streaming(name))
-
-
-_refusing_bad_names(MessagingServicer)

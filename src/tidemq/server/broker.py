@@ -1,4 +1,4 @@
-"""The broker process: a RemotingServer over BrokerService, one store, background tasks.
+"""The broker process: a RemotingServer over the broker's processors, one store, background tasks.
 
 Start order:
 
@@ -7,8 +7,11 @@ Start order:
    port: it is part of every offset message id;
 2. open the store (recovery runs here, on a worker thread) with the
    advertised IPv4 address and the bound port as store host;
-3. load topics, groups and offsets from data_dir/config, wire the service,
-   the delay scheduler and the handler table;
+3. build the broker's parts in dependency order (`tidemq.broker.assembly`:
+   the shared state, the delay scheduler, timers, transactions, POP, the
+   processors), load topics, groups and offsets from data_dir/config, open
+   the handler table and start the features; the gRPC endpoint, when on,
+   calls the same processors;
 4. register with every name server (REGISTER_BROKER), then start the owned
    background tasks: registration every 30 s (and at once after a topic
    change), long-poll re-check every 5 s, offset persist every 5 s, client
@@ -38,18 +41,16 @@ import zlib
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from tidemq.broker.assembly import BrokerCore, assemble
 from tidemq.broker.config import BrokerConfig
-from tidemq.broker.handlers import HANDLED_CODES, BrokerHandlers, encode_json
+from tidemq.broker.handlers import HANDLED_CODES, encode_json
 from tidemq.broker.long_polling import recheck_interval_s
-from tidemq.broker.pop.engine import BrokerPop
-from tidemq.broker.schedule import DelayScheduler
 from tidemq.broker.service import BrokerService
 from tidemq.broker.sql_filter import sql92_message_filter
-from tidemq.broker.timers import BrokerTimers
-from tidemq.broker.transactions import BrokerTransactions
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MAX_MESSAGE_SIZE
 from tidemq.grpc.server import GrpcEndpoint
+from tidemq.grpc.servicer import MessagingServicer
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import (
@@ -57,7 +58,7 @@ from tidemq.protocol.headers import (
     UnregisterBrokerRequestHeader,
     encode_header,
 )
-from tidemq.store.config import StoreConfig, parse_delay_levels
+from tidemq.store.config import StoreConfig
 from tidemq.store.file_store import FileMessageStore
 from tidemq.store.retention_report import QueueLoss
 from tidemq.transport import Connection, Handler, RemotingClient, RemotingServer, not_supported
@@ -70,7 +71,6 @@ log = logging.getLogger(__name__)
 STARTUP_WAIT_S = 5.0
 EXPIRY_SCAN_INTERVAL_S = 10.0
 NAMESRV_TIMEOUT_S = 3.0
-DELAY_PROGRESS_FILE = "delayOffset.json"
 
 
 def resolve_ipv4(host: str) -> bytes:
@@ -102,6 +102,20 @@ def _sync(action: Callable[[], None]) -> Callable[[], Awaitable[None]]:
         action()
 
     return run
+
+
+def _store_runtime_info(store: FileMessageStore) -> Callable[[], dict[str, str]]:
+    """The file store's part of GET_BROKER_RUNTIME_INFO: commit log bounds,
+    disk use, retention counters."""
+
+    def info() -> dict[str, str]:
+        return {
+            "commitLogMinOffset": str(store.commitlog.min_offset),
+            "commitLogMaxOffset": str(store.commitlog.max_offset),
+            **store.runtime_info(),
+        }
+
+    return info
 
 
 class _Gate:
@@ -148,11 +162,8 @@ class Broker:
         self.clock = clock
         self.server: RemotingServer | None = None
         self.store: FileMessageStore | None = None
-        self._service: BrokerService | None = None
-        self.scheduler: DelayScheduler | None = None
-        self.timers: BrokerTimers | None = None
-        self.transactions: BrokerTransactions | None = None
-        self.pop: BrokerPop | None = None
+        self.core: BrokerCore | None = None
+        """The broker's parts (state, features, processors), once the store is open."""
         self.grpc: GrpcEndpoint | None = None
         self._namesrv = RemotingClient(name=f"broker-{config.broker_name}-namesrv")
         self._tasks: set[asyncio.Task[None]] = set()
@@ -167,9 +178,10 @@ class Broker:
 
     @property
     def service(self) -> BrokerService:
-        if self._service is None:
+        """The broker's shared state (tables, offsets, clients, long polling)."""
+        if self.core is None:
             raise RuntimeError("the broker is not started")
-        return self._service
+        return self.core.service
 
     @property
     def port(self) -> int:
@@ -217,9 +229,9 @@ class Broker:
             if self.store is not None:
                 await asyncio.to_thread(self.store.close)
             raise
-        if config.grpc_port is not None:
+        if config.grpc_port is not None and self.core is not None:
             self.grpc = GrpcEndpoint(
-                self.service,
+                MessagingServicer.of(self.core),
                 config.listen_host,
                 config.grpc_port,
                 tls_cert=config.grpc_tls_cert,
@@ -268,48 +280,38 @@ class Broker:
         )
         self.store = FileMessageStore(store_config, clock=self.clock)
         await asyncio.to_thread(self.store.open)
-        service = BrokerService(
+        core = assemble(
             config.with_port(port),
             self.store,
             store_host=self._store_host,
             store_port=port,
             clock=self.clock,
             max_message_size=store_config.max_message_size,
+            sql_filter_factory=sql92_message_filter if config.enable_property_filter else None,
+            on_topics_change=self._request_registration,
+            store_info=_store_runtime_info(self.store),
         )
-        service.topics.on_change = self._request_registration
-        if config.enable_property_filter:
-            service.sql_filter_factory = sql92_message_filter
-        service.load()
-        service.attach_loop(asyncio.get_running_loop())
-        self.scheduler = DelayScheduler(
-            self.store,
-            parse_delay_levels(config.delay_levels),
-            config.config_dir / DELAY_PROGRESS_FILE,
-            self.clock,
-            service.put_restored,
-        )
-        self.store.add_arrival_listener(self.scheduler.on_arrival)
-        service.scheduler = self.scheduler
-        self.timers = BrokerTimers(config, self.store, self.clock, service)
-        service.timers = self.timers
-        self.transactions = BrokerTransactions(config, self.store, self.clock, service)
-        service.transactions = self.transactions
-        self.pop = BrokerPop(config, self.store, self.clock, service)
-        service.pop = self.pop
-        self._service = service
+        core.service.load()
+        core.service.attach_loop(asyncio.get_running_loop())
+        self.core = core
         self._register_now = asyncio.Event()
-        gate.open(BrokerHandlers(service).table())
-        await self.scheduler.start()
-        await self.timers.start()
-        await self.transactions.start()
-        await self.pop.start()
+        gate.open(core.dispatch_table())
+        if core.scheduler is not None:
+            await core.scheduler.start()
+        if core.timers is not None:
+            await core.timers.start()
+        if core.transactions is not None:
+            await core.transactions.start()
+        if core.pop_engine is not None:
+            await core.pop_engine.start()
 
     async def stop(self, grace: float = 5.0) -> None:
         """Shut down in the documented order; safe to call twice."""
         if not self._started or self._stopped:
             return
         self._stopped = True
-        service = self._service
+        core = self.core
+        service = core.service if core is not None else None
         if service is not None:
             service.long_polling.wake_all()
         if self.grpc is not None:
@@ -320,14 +322,14 @@ class Broker:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self.scheduler is not None:
-            await _step("stopping the delay scheduler", self.scheduler.stop)
-        if self.pop is not None:
-            await _step("stopping POP", self.pop.stop)
-        if self.transactions is not None:
-            await _step("stopping the transaction checks", self.transactions.stop)
-        if self.timers is not None:
-            await _step("stopping the timers", self.timers.stop)
+        if core is not None and core.scheduler is not None:
+            await _step("stopping the delay scheduler", core.scheduler.stop)
+        if core is not None and core.pop_engine is not None:
+            await _step("stopping POP", core.pop_engine.stop)
+        if core is not None and core.transactions is not None:
+            await _step("stopping the transaction checks", core.transactions.stop)
+        if core is not None and core.timers is not None:
+            await _step("stopping the timers", core.timers.stop)
         if service is not None:
             await self._finish_offset_write()
             await _step(
@@ -513,5 +515,5 @@ class Broker:
                 )
 
     def _connection_closed(self, connection: Connection) -> None:
-        if self._service is not None:
-            self._service.connection_closed(connection)
+        if self.core is not None:
+            self.core.service.connection_closed(connection)

@@ -1,4 +1,4 @@
-"""BrokerService over the in-memory store: the rules, without sockets."""
+"""The broker's processors over the in-memory store: the rules, without sockets."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tidemq.broker.assembly import BrokerCore, Features, assemble
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.groups import SubscriptionGroupConfig
 from tidemq.broker.service import (
     BrokerError,
-    BrokerService,
     PullRequest,
     RateCounter,
     SendRequest,
@@ -29,16 +29,24 @@ from tidemq.store.api import GetStatus
 from tidemq.store.memory import MemoryMessageStore
 from tidemq.testing.waiting import HANG_GUARD_S
 
+NO_FEATURES = Features(delay=False, timers=False, transactions=False, pop=False)
 
-def make_service(tmp_path: Path, **overrides: object) -> BrokerService:
+
+def make_broker(tmp_path: Path, **overrides: object) -> BrokerCore:
+    """The state and processors alone: no delay levels, timers, transactions or POP."""
     config = BrokerConfig(data_dir=tmp_path, **overrides)  # type: ignore[arg-type]
     clock = ManualClock()
     store = MemoryMessageStore(clock=clock)
-    service = BrokerService(
-        config, store, store_host=b"\x7f\x00\x00\x01", store_port=10911, clock=clock
+    broker = assemble(
+        config,
+        store,
+        store_host=b"\x7f\x00\x00\x01",
+        store_port=10911,
+        clock=clock,
+        features=NO_FEATURES,
     )
-    service.load()
-    return service
+    broker.service.load()
+    return broker
 
 
 def send_request(topic: str, body: bytes = b"x", **fields: object) -> SendRequest:
@@ -66,9 +74,9 @@ def test_pull_status_mapping(status: GetStatus, offset: int, code: int) -> None:
 
 
 async def test_send_pull_and_commit(tmp_path: Path) -> None:
-    service = make_service(tmp_path)
+    broker = make_broker(tmp_path)
     tags = encode_properties({"TAGS": "TagA"})
-    result = await service.send(send_request("T", b"hello", properties=tags))
+    result = await broker.send.send(send_request("T", b"hello", properties=tags))
     assert result.code == ResponseCode.SUCCESS and result.queue_offset == 0
     pull = PullRequest(
         "CG",
@@ -79,15 +87,15 @@ async def test_send_pull_and_commit(tmp_path: Path) -> None:
         commit_offset=7,
         subscription="TagA",
     )
-    pulled = await service.pull(pull)
+    pulled = await broker.pull.pull(pull)
     assert pulled.code == ResponseCode.SUCCESS
     assert [m.msg_id for m in decode_records(pulled.body)] == [result.msg_id]
-    assert service.offsets.query("CG", "T", 0) == 7
-    assert service.stats.put_tps("T") > 0 and service.stats.get_tps("T", "CG") > 0
+    assert broker.service.offsets.query("CG", "T", 0) == 7
+    assert broker.service.stats.put_tps("T") > 0 and broker.service.stats.get_tps("T", "CG") > 0
 
 
 async def test_send_refusals(tmp_path: Path) -> None:
-    service = make_service(tmp_path, auto_create_topic=False)
+    broker = make_broker(tmp_path, auto_create_topic=False)
     cases = [
         (send_request("a b"), ResponseCode.MESSAGE_ILLEGAL),
         (send_request("SCHEDULE_TOPIC_XXXX"), ResponseCode.NO_PERMISSION),
@@ -95,44 +103,44 @@ async def test_send_refusals(tmp_path: Path) -> None:
     ]
     for request, code in cases:
         with pytest.raises(BrokerError) as caught:
-            await service.send(request)
+            await broker.send.send(request)
         assert caught.value.code == code
-    service.create_topic(TopicConfig("T", 2, 2))
+    broker.admin.create_topic(TopicConfig("T", 2, 2))
     with pytest.raises(BrokerError) as caught:
-        await service.send(SendRequest("PG", "T", 5, b"x"))
+        await broker.send.send(SendRequest("PG", "T", 5, b"x"))
     assert caught.value.code == ResponseCode.SYSTEM_ERROR
     with pytest.raises(BrokerError) as caught:
-        await service.send(send_request("T", b"x" * (4 * 1024 * 1024 + 1)))
+        await broker.send.send(send_request("T", b"x" * (4 * 1024 * 1024 + 1)))
     assert caught.value.code == ResponseCode.MESSAGE_ILLEGAL
     assert "4194305 bytes" in caught.value.remark
     transactional = encode_properties({"TRAN_MSG": "true"})
     with pytest.raises(BrokerError) as caught:
-        await service.send(send_request("T", properties=transactional))
+        await broker.send.send(send_request("T", properties=transactional))
     assert caught.value.code == ResponseCode.NO_PERMISSION
     # Retry topics are created on send even without auto-creation (Java does).
-    retried = await service.send(send_request("%RETRY%CG", reconsume_times=1))
+    retried = await broker.send.send(send_request("%RETRY%CG", reconsume_times=1))
     assert retried.code == ResponseCode.SUCCESS
-    dead = await service.send(send_request("%RETRY%CG", reconsume_times=16))
-    assert service.store.max_offset("%DLQ%CG", 0) == 1
+    dead = await broker.send.send(send_request("%RETRY%CG", reconsume_times=16))
+    assert broker.service.store.max_offset("%DLQ%CG", 0) == 1
     assert dead.queue_id == 0
 
 
 async def test_query_consumer_offset_follows_javas_rule(tmp_path: Path) -> None:
-    service = make_service(tmp_path)
-    assert service.query_consumer_offset("CG", "T", 0) == 0
+    broker = make_broker(tmp_path)
+    assert broker.pull.query_consumer_offset("CG", "T", 0) == 0
     with pytest.raises(BrokerError) as caught:
-        service.query_consumer_offset("CG", "T", 0, set_zero_if_not_found=False)
+        broker.pull.query_consumer_offset("CG", "T", 0, set_zero_if_not_found=False)
     assert caught.value.code == ResponseCode.QUERY_NOT_FOUND
-    service.update_consumer_offset("CG", "T", 0, 4)
-    service.update_consumer_offset("CG", "T", 0, -1)
-    assert service.query_consumer_offset("CG", "T", 0) == 4
+    broker.pull.update_consumer_offset("CG", "T", 0, 4)
+    broker.pull.update_consumer_offset("CG", "T", 0, -1)
+    assert broker.pull.query_consumer_offset("CG", "T", 0) == 4
 
 
 async def test_without_long_polling_an_empty_pull_is_held_the_short_polling_time(
     tmp_path: Path,
 ) -> None:
-    service = make_service(tmp_path, long_polling_enable=False, short_polling_time_ms=50)
-    await service.send(send_request("T"))
+    broker = make_broker(tmp_path, long_polling_enable=False, short_polling_time_ms=50)
+    await broker.send.send(send_request("T"))
     pull = PullRequest(
         "CG",
         "T",
@@ -143,21 +151,21 @@ async def test_without_long_polling_an_empty_pull_is_held_the_short_polling_time
         subscription="*",
     )
     started = time.monotonic()
-    pulled = await asyncio.wait_for(service.pull(pull), HANG_GUARD_S)
+    pulled = await asyncio.wait_for(broker.pull.pull(pull), HANG_GUARD_S)
     assert pulled.code == ResponseCode.PULL_NOT_FOUND
     assert time.monotonic() - started >= 0.04  # held, not answered at once
 
 
 async def test_pull_refusals(tmp_path: Path) -> None:
-    service = make_service(tmp_path, auto_create_subscription_group=False)
+    broker = make_broker(tmp_path, auto_create_subscription_group=False)
     with pytest.raises(BrokerError) as caught:
-        await service.pull(PullRequest("Nobody", "T", 0, 0))
+        await broker.pull.pull(PullRequest("Nobody", "T", 0, 0))
     assert caught.value.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
-    service.groups.update(SubscriptionGroupConfig("CG"))
+    broker.service.groups.update(SubscriptionGroupConfig("CG"))
     with pytest.raises(BrokerError) as caught:
-        await service.pull(PullRequest("CG", "Missing", 0, 0))
+        await broker.pull.pull(PullRequest("CG", "Missing", 0, 0))
     assert caught.value.code == ResponseCode.TOPIC_NOT_EXIST
-    await service.send(send_request("T"))
+    await broker.send.send(send_request("T"))
     sql = PullRequest(
         "CG",
         "T",
@@ -168,32 +176,32 @@ async def test_pull_refusals(tmp_path: Path) -> None:
         expression_type="SQL92",
     )
     with pytest.raises(BrokerError, match="SQL92") as caught:
-        await service.pull(sql)
+        await broker.pull.pull(sql)
     assert caught.value.code == ResponseCode.SYSTEM_ERROR
     with pytest.raises(BrokerError) as caught:
-        await service.pull(PullRequest("CG", "T", 0, 0))  # no subscription, no heartbeat
+        await broker.pull.pull(PullRequest("CG", "T", 0, 0))  # no subscription, no heartbeat
     assert caught.value.code == ResponseCode.SUBSCRIPTION_NOT_EXIST
 
 
 async def test_reset_offset_and_stats_bodies(tmp_path: Path) -> None:
-    service = make_service(tmp_path)
+    broker = make_broker(tmp_path)
     for _ in range(3):
-        await service.send(send_request("T"))
-    service.update_consumer_offset("CG", "T", 0, 3)
-    assert service.reset_offset("CG", "T", 0) == {0: 0, 1: 0, 2: 0, 3: 0}
-    assert service.reset_offset("CG", "T", -1) == {0: 3, 1: 0, 2: 0, 3: 0}
-    assert service.reset_offset("CG", "T", -1, queue_id=0, offset=1) == {0: 1}
-    stats = service.topic_stats("T")
+        await broker.send.send(send_request("T"))
+    broker.pull.update_consumer_offset("CG", "T", 0, 3)
+    assert broker.admin.reset_offset("CG", "T", 0) == {0: 0, 1: 0, 2: 0, 3: 0}
+    assert broker.admin.reset_offset("CG", "T", -1) == {0: 3, 1: 0, 2: 0, 3: 0}
+    assert broker.admin.reset_offset("CG", "T", -1, queue_id=0, offset=1) == {0: 1}
+    stats = broker.admin.topic_stats("T")
     key = '{"brokerName":"broker-a","queueId":0,"topic":"T"}'
     assert stats["offsetTable"][key]["maxOffset"] == 3
-    consume = service.consume_stats("CG")
+    consume = broker.admin.consume_stats("CG")
     assert consume["offsetTable"][key] == {
         "brokerOffset": 3,
         "consumerOffset": 1,
         "pullOffset": 1,
         "lastTimestamp": consume["offsetTable"][key]["lastTimestamp"],
     }
-    info = service.runtime_info()
+    info = broker.admin.runtime_info()
     assert info["msgPutTotalTodayNow"] == "3"
     assert all(isinstance(v, str) for v in info.values())
 
@@ -212,16 +220,16 @@ def test_rate_counter_window() -> None:
 async def test_a_timestamp_consumer_gets_query_not_found_to_search_by_time(
     tmp_path: Path,
 ) -> None:
-    service = make_service(tmp_path)
+    broker = make_broker(tmp_path)
     connection = _Connection()
-    service.consumers.register(
+    broker.service.consumers.register(
         ConsumerData("CGT", consume_from_where="CONSUME_FROM_TIMESTAMP"), "c1", connection
     )
     with pytest.raises(BrokerError) as caught:
-        service.query_consumer_offset("CGT", "T", 0)
+        broker.pull.query_consumer_offset("CGT", "T", 0)
     assert caught.value.code == ResponseCode.QUERY_NOT_FOUND
-    service.update_consumer_offset("CGT", "T", 0, 2)
-    assert service.query_consumer_offset("CGT", "T", 0) == 2
+    broker.pull.update_consumer_offset("CGT", "T", 0, 2)
+    assert broker.pull.query_consumer_offset("CGT", "T", 0) == 2
 
 
 class _Connection:

@@ -1,4 +1,4 @@
-"""BrokerTransactions over BrokerService and the in-memory store: half messages,
+"""BrokerTransactions behind the broker's processors over the in-memory store: half messages,
 END_TRANSACTION, the check-back scan, a restart. No sockets, a manual clock."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tidemq.broker.assembly import BrokerCore, Features, assemble
 from tidemq.broker.config import BrokerConfig
+from tidemq.broker.processors.transaction import TransactionProcessor
 from tidemq.broker.service import BrokerError, BrokerService, SendRequest, SendResult
 from tidemq.broker.transaction_policy import HALF_TOPIC, OP_TOPIC
 from tidemq.broker.transactions import BrokerTransactions
@@ -55,10 +57,14 @@ class FakeConnection:
 
 @dataclass
 class Broker:
-    service: BrokerService
+    core: BrokerCore
     store: MemoryMessageStore
     clock: ManualClock
     tx: BrokerTransactions
+
+    @property
+    def service(self) -> BrokerService:
+        return self.core.service
 
 
 def make_broker(
@@ -70,13 +76,17 @@ def make_broker(
     config = BrokerConfig(data_dir=tmp_path, **overrides)  # type: ignore[arg-type]
     clock = clock or ManualClock()
     store = store or MemoryMessageStore(clock=clock)
-    service = BrokerService(
-        config, store, store_host=b"\x7f\x00\x00\x01", store_port=10911, clock=clock
+    core = assemble(
+        config,
+        store,
+        store_host=b"\x7f\x00\x00\x01",
+        store_port=10911,
+        clock=clock,
+        features=Features(delay=False, timers=False, transactions=True, pop=False),
     )
-    service.load()
-    tx = BrokerTransactions(config, store, clock, service)
-    service.transactions = tx
-    return Broker(service, store, clock, tx)
+    core.service.load()
+    assert core.transactions is not None
+    return Broker(core, store, clock, core.transactions)
 
 
 async def send_half(
@@ -93,7 +103,7 @@ async def send_half(
         born_timestamp=broker.clock.now_ms(),
         born_port=40000,
     )
-    return await broker.service.send(request)
+    return await broker.core.send.send(request)
 
 
 def end_header(
@@ -120,7 +130,7 @@ def records(store: MemoryMessageStore, topic: str, queue_id: int | None = None) 
 
 def producer(broker: Broker, client_id: str, connection_id: int) -> FakeConnection:
     connection = FakeConnection(connection_id)
-    broker.service.heartbeat(HeartbeatData(client_id, producer_groups=(GROUP,)), connection)
+    broker.core.client.heartbeat(HeartbeatData(client_id, producer_groups=(GROUP,)), connection)
     return connection
 
 
@@ -268,7 +278,7 @@ async def test_end_that_does_not_match_its_half_gets_javas_remarks(tmp_path: Pat
 
 async def test_end_naming_a_normal_message_finds_no_half(tmp_path: Path) -> None:
     broker = make_broker(tmp_path)
-    normal = await broker.service.send(
+    normal = await broker.core.send.send(
         SendRequest(producer_group=GROUP, topic=TOPIC, queue_id=0, body=b"plain")
     )
     with pytest.raises(BrokerError) as caught:
@@ -462,7 +472,7 @@ async def test_a_half_without_a_client_id_gets_one_and_carries_it(tmp_path: Path
         sys_flag=sysflag.TRANSACTION_PREPARED_TYPE,
         born_timestamp=broker.clock.now_ms(),
     )
-    await broker.service.send(request)
+    await broker.core.send.send(request)
     (half,) = records(broker.store, HALF_TOPIC, 0)
     assert half.properties[props.UNIQ_KEY]
     assert half.properties[props.TRANSACTION_ID] == half.properties[props.UNIQ_KEY]
@@ -474,14 +484,17 @@ async def test_locate_finds_the_newest_copy_of_a_half_by_its_key(tmp_path: Path)
     sent = await send_half(broker)
     await send_half(broker, b"other")
     first = (decode_offset_message_id(sent.msg_id)[2], sent.queue_offset)
-    assert broker.service.locate_half("UNIQ-order-1") == first
-    assert broker.service.locate_half("UNIQ-nobody") is None
+    assert broker.core.transaction.locate_half("UNIQ-order-1") == first
+    assert broker.core.transaction.locate_half("UNIQ-nobody") is None
     broker.clock.advance(6)
     await broker.tx.check_back.scan()  # re-appends both halves
     copy = next(h for h in records(broker.store, HALF_TOPIC, 0)[2:] if h.body == b"order-1")
-    assert broker.service.locate_half("UNIQ-order-1") == (copy.commit_log_offset, copy.queue_offset)
+    assert broker.core.transaction.locate_half("UNIQ-order-1") == (
+        copy.commit_log_offset,
+        copy.queue_offset,
+    )
     # ending by what locate found resolves the transaction: one committed copy
-    offsets = broker.service.locate_half("UNIQ-order-1")
+    offsets = broker.core.transaction.locate_half("UNIQ-order-1")
     assert offsets is not None
     commit_log_offset, queue_offset = offsets
     header = dataclasses.replace(
@@ -500,14 +513,14 @@ async def test_locate_scans_the_half_queue_without_an_index(
     sent = await send_half(broker)
     empty = broker.store.query_by_unique_key("NoTopic", "none")
     monkeypatch.setattr(broker.store, "query_by_unique_key", lambda topic, key: empty)
-    found = broker.service.locate_half("UNIQ-order-1")
+    found = broker.core.transaction.locate_half("UNIQ-order-1")
     assert found == (decode_offset_message_id(sent.msg_id)[2], sent.queue_offset)
-    assert broker.service.locate_half("UNIQ-nobody") is None
+    assert broker.core.transaction.locate_half("UNIQ-nobody") is None
 
 
 async def test_locate_needs_transactions(tmp_path: Path) -> None:
     broker = make_broker(tmp_path)
-    broker.service.transactions = None
+    disabled = TransactionProcessor(broker.service.config, None)
     with pytest.raises(BrokerError) as refused:
-        broker.service.locate_half("UNIQ-order-1")
+        disabled.locate_half("UNIQ-order-1")
     assert refused.value.code == ResponseCode.NO_PERMISSION

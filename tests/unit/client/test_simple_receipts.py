@@ -4,8 +4,8 @@ attempt from the pop response header exactly as the broker made them."""
 from __future__ import annotations
 
 from tidemq.broker.pop.api import PoppedMessage, PopResult
-from tidemq.broker.pop.handlers import pop_response_header
 from tidemq.broker.pop.receipts import ReceiptHandle
+from tidemq.broker.processors.pop import pop_response_header
 from tidemq.client.consumer.simple import rebuild_receipts
 from tidemq.common.message import MessageExt
 

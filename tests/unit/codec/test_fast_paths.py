@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidemq.broker.sending import _well_formed_properties
+from tidemq.broker.processors.send import _well_formed_properties
 from tidemq.broker.stats import RateCounter
 from tidemq.common import properties as props
 from tidemq.common.hashing import java_string_hash_shared_prefix, java_string_hash_uncached

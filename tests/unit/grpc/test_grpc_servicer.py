@@ -15,13 +15,12 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
+from tidemq.broker.assembly import BrokerCore, Features, assemble
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.requests import SendResult
-from tidemq.broker.service import BrokerService
 from tidemq.broker.topics import TopicConfig
 from tidemq.broker.transaction_halves import check_command, decode_half
 from tidemq.broker.transaction_policy import HALF_TOPIC
-from tidemq.broker.transactions import BrokerTransactions
 from tidemq.common import properties as props
 from tidemq.common.clock import ManualClock
 from tidemq.common.message import MessageExt
@@ -38,7 +37,7 @@ TOPIC = "TxT"
 
 @dataclass
 class Broker:
-    service: BrokerService
+    core: BrokerCore
     store: MemoryMessageStore
     servicer: MessagingServicer
 
@@ -48,13 +47,17 @@ def broker(tmp_path: Path) -> Broker:
     clock = ManualClock()
     store = MemoryMessageStore(clock=clock)
     config = BrokerConfig(data_dir=tmp_path)
-    service = BrokerService(
-        config, store, store_host=b"\x7f\x00\x00\x01", store_port=10911, clock=clock
+    core = assemble(
+        config,
+        store,
+        store_host=b"\x7f\x00\x00\x01",
+        store_port=10911,
+        clock=clock,
+        features=Features(delay=False, timers=False, transactions=True, pop=False),
     )
-    service.load()
-    service.transactions = BrokerTransactions(config, store, clock, service)
-    service.topics.update(TopicConfig(TOPIC, read_queue_nums=1, write_queue_nums=1))
-    return Broker(service, store, MessagingServicer(service))
+    core.service.load()
+    core.service.topics.update(TopicConfig(TOPIC, read_queue_nums=1, write_queue_nums=1))
+    return Broker(core, store, MessagingServicer.of(core))
 
 
 async def send(broker: Broker, body: bytes, message_id: str, **system: Any) -> Any:
@@ -141,11 +144,11 @@ async def test_send_statuses_in_the_proxys_shape(
         Code.MESSAGE_CORRUPTED,
         "no message to send",
     )
-    big = b"x" * (broker.service.max_message_size + 1)
+    big = b"x" * (broker.core.send.max_message_size + 1)
     too_large = await servicer.SendMessage(grpc_send_request(TOPIC, big), None)
     assert (too_large.status.code, too_large.status.message) == (
         Code.MESSAGE_BODY_TOO_LARGE,
-        f"message body cannot exceed the max {broker.service.max_message_size}",
+        f"message body cannot exceed the max {broker.core.send.max_message_size}",
     )
     ok = await servicer.SendMessage(grpc_send_request(TOPIC, b"fine"), None)
     assert (ok.status.message, ok.entries[0].status.message) == ("OK", "OK")
@@ -153,7 +156,7 @@ async def test_send_statuses_in_the_proxys_shape(
     async def slow_disk(request: Any) -> SendResult:
         return SendResult(ResponseCode.FLUSH_DISK_TIMEOUT, "00", 0, 7, "flush to disk timed out")
 
-    monkeypatch.setattr(broker.service, "send", slow_disk)
+    monkeypatch.setattr(broker.core.send, "send", slow_disk)
     timed_out = await servicer.SendMessage(grpc_send_request(TOPIC, b"slow"), None)
     assert (timed_out.status.code, timed_out.status.message) == (
         Code.MASTER_PERSISTENCE_TIMEOUT,

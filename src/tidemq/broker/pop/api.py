@@ -1,9 +1,10 @@
 """What the front doors hand the pop service, and what they get back.
 
-The remoting handlers (POP_MESSAGE 200050, ACK_MESSAGE 200051,
+The remoting codes (POP_MESSAGE 200050, ACK_MESSAGE 200051,
 CHANGE_MESSAGE_INVISIBLETIME 200053, BATCH_ACK_MESSAGE 200151) and the gRPC
-servicer (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
-ForwardMessageToDeadLetterQueue) translate into these calls; every POP rule
+RPCs (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue) go through the PopProcessor
+(tidemq.broker.processors.pop), which makes these calls; every POP rule
 (invisible time, revive, attempts, FIFO blocking, receipt handle checks)
 lives once, behind `PopHooks`.
 
@@ -96,7 +97,7 @@ class PopResult:
 
 
 class PopHooks(Protocol):
-    """The pop service as BrokerService exposes it (`service.pop`)."""
+    """The pop service (BrokerPop) as the PopProcessor calls it."""
 
     async def pop(self, request: PopRequest) -> PopResult:
         """Pop visible messages (retry copies first when due); hold up to

@@ -63,7 +63,11 @@ from tidemq.store.config import FlushMode
 
 if TYPE_CHECKING:
     from tidemq.broker.config import BrokerConfig
-    from tidemq.broker.service import BrokerService
+    from tidemq.broker.consume_checks import ConsumeChecks
+    from tidemq.broker.groups import SubscriptionGroupManager
+    from tidemq.broker.offsets import ConsumerOffsetManager
+    from tidemq.broker.schedule import PutFunction
+    from tidemq.broker.topics import TopicConfigManager
 
 __all__ = ["REVIVE_GROUP", "BrokerPop", "pop_retry_topic", "revive_topic"]
 
@@ -165,12 +169,28 @@ class BrokerPop:
     """POP for one broker: pop, ack, change invisible time, revive, FIFO blocking."""
 
     def __init__(
-        self, config: BrokerConfig, store: MessageStore, clock: Clock, service: BrokerService
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        clock: Clock,
+        *,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        checks: ConsumeChecks,
+        put: PutFunction,
     ) -> None:
         self.config = config
         self.store = store
         self.clock = clock
-        self.service = service
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        """The groups' offsets, and the revive progress (group CID_RMQ_SYS_REVIVE_GROUP)."""
+        self.checks = checks
+        """The pull's checks (group, topic, filter), so a pop is refused as a pull is."""
+        self._put_restored = put
+        """Stores revived copies and dead letters (counted as puts)."""
         self.broker_name = config.broker_name
         self.book = FifoBook(config.config_dir / "consumerOrderInfo.json", clock)
         self.revive_topic = revive_topic(config.cluster_name)
@@ -202,13 +222,13 @@ class BrokerPop:
         return len(self._pending)
 
     def is_fifo(self, group: str) -> bool:
-        config = self.service.groups.get(group)
+        config = self.groups.get(group)
         return config is not None and config.consume_message_orderly
 
     # -- pop ---------------------------------------------------------------------------
 
     async def pop(self, request: PopRequest) -> PopResult:
-        group_config, topic_config = self.service.readable(request.group, request.topic)
+        group_config, topic_config = self.checks.readable(request.group, request.topic)
         if request.queue_id != ALL_QUEUES and not (
             0 <= request.queue_id < topic_config.read_queue_nums
         ):
@@ -223,7 +243,7 @@ class BrokerPop:
                 f"invisible time {request.invisible_ms} ms must be positive",
             )
         _check_invisible(request.invisible_ms)
-        message_filter = self.service.message_filter(
+        message_filter = self.checks.message_filter(
             request.expression, request.expression_type or "TAG"
         )
         fifo = group_config.consume_message_orderly if request.order is None else request.order
@@ -287,9 +307,7 @@ class BrokerPop:
                 if get.next_begin_offset > offset and not self.book.get(
                     queue_topic, request.group, queue_id
                 ):
-                    self.service.offsets.commit(
-                        request.group, queue_topic, queue_id, get.next_begin_offset
-                    )
+                    self.offsets.commit(request.group, queue_topic, queue_id, get.next_begin_offset)
                 continue
             records = [bytes(b) for b in get.buffers]
             offsets = list(get.queue_offsets)
@@ -301,9 +319,7 @@ class BrokerPop:
                 if count + 1 > max_attempts:
                     await self._dead_letter_batch(request.group, queue_topic, queue_id, records)
                     self.book.clear(queue_topic, request.group, queue_id)
-                    self.service.offsets.commit(
-                        request.group, queue_topic, queue_id, get.next_begin_offset
-                    )
+                    self.offsets.commit(request.group, queue_topic, queue_id, get.next_begin_offset)
                     continue
                 attempts = [count + 1] * len(records)
             else:
@@ -319,9 +335,7 @@ class BrokerPop:
                 )
                 self._pending[ck.key] = ck
                 journal.append(ck)
-                self.service.offsets.commit(
-                    request.group, queue_topic, queue_id, get.next_begin_offset
-                )
+                self.offsets.commit(request.group, queue_topic, queue_id, get.next_begin_offset)
                 attempts = [_reconsume_times(r) + 1 for r in records]
             for record, queue_offset, attempt in zip(records, offsets, attempts, strict=True):
                 handle = ReceiptHandle(
@@ -346,14 +360,14 @@ class BrokerPop:
     def _start_offset(
         self, request: PopRequest, queue_topic: str, queue_id: int, is_retry: bool
     ) -> int:
-        offset = self.service.offsets.query(request.group, queue_topic, queue_id)
+        offset = self.offsets.query(request.group, queue_topic, queue_id)
         if offset >= 0:
             return offset
         if request.init_mode_max and not is_retry:
             offset = self.store.max_offset(queue_topic, queue_id)
         else:
             offset = self.store.min_offset(queue_topic, queue_id)
-        self.service.offsets.commit(request.group, queue_topic, queue_id, offset)
+        self.offsets.commit(request.group, queue_topic, queue_id, offset)
         return offset
 
     # -- ack, change invisible, DLQ ----------------------------------------------------
@@ -504,7 +518,7 @@ class BrokerPop:
         answered as done; an offset the batch does not hold is refused."""
         queue_topic = self._queue_topic(group, topic, handle)
         queue_id, offset = handle.queue_id, handle.queue_offset
-        if offset < self.service.offsets.query(group, queue_topic, queue_id):
+        if offset < self.offsets.query(group, queue_topic, queue_id):
             return
         next_offset = self.book.commit_and_next(queue_topic, group, queue_id, offset, handle.pop_ms)
         if next_offset == NOT_IN_BATCH:
@@ -520,7 +534,7 @@ class BrokerPop:
             )
             return
         if next_offset != NOT_DONE:
-            self.service.offsets.commit(group, queue_topic, queue_id, next_offset)
+            self.offsets.commit(group, queue_topic, queue_id, next_offset)
             self.book.clear(queue_topic, group, queue_id)
             self._wake((queue_topic,))
         if self.config.flush_mode is FlushMode.SYNC:
@@ -528,7 +542,7 @@ class BrokerPop:
 
     def _persist_fifo_state(self) -> None:
         self.book.persist()
-        self.service.offsets.persist()
+        self.offsets.persist()
 
     # -- records -------------------------------------------------------------------------
 
@@ -541,7 +555,7 @@ class BrokerPop:
     async def _dead_letter_batch(
         self, group: str, queue_topic: str, queue_id: int, records: list[bytes]
     ) -> None:
-        dlq = self.service.topics.ensure_dlq_topic(group)
+        dlq = self.topics.ensure_dlq_topic(group)
         if dlq is None:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, f"no DLQ topic for group {group}")
         for raw in records:
@@ -552,7 +566,7 @@ class BrokerPop:
             log.info("pop: a message of %s/%d moved to %s", queue_topic, queue_id, dlq.topic_name)
 
     async def _put(self, message: MessageToStore) -> None:
-        result = await self.service.put_restored(message)
+        result = await self._put_restored(message)
         if not result.ok:
             raise BrokerError(
                 ResponseCode.SYSTEM_ERROR,
@@ -584,7 +598,7 @@ class BrokerPop:
 
     def _replay_journal(self) -> tuple[int, int]:
         """Rebuild the pending CKs from the revive progress on; (pending, records)."""
-        progress = max(0, self.service.offsets.query(REVIVE_GROUP, self.revive_topic, 0))
+        progress = max(0, self.offsets.query(REVIVE_GROUP, self.revive_topic, 0))
         offset = max(progress, self.store.min_offset(self.revive_topic, 0))
         records = 0
         popped: dict[tuple[str, str, int], int] = {}
@@ -601,8 +615,8 @@ class BrokerPop:
             offset = get.next_begin_offset
         # a pop commits its offset in memory only; its CK says how far it went
         for (group, topic, queue_id), next_offset in popped.items():
-            if self.service.offsets.query(group, topic, queue_id) < next_offset:
-                self.service.offsets.commit(group, topic, queue_id, next_offset)
+            if self.offsets.query(group, topic, queue_id) < next_offset:
+                self.offsets.commit(group, topic, queue_id, next_offset)
         return len(self._pending), records
 
     def _apply_journal_record(self, raw: bytes, queue_offset: int) -> Checkpoint | None:
@@ -638,7 +652,7 @@ class BrokerPop:
                 return
         else:
             progress = self.store.max_offset(self.revive_topic, 0)
-        self.service.offsets.commit(REVIVE_GROUP, self.revive_topic, 0, progress)
+        self.offsets.commit(REVIVE_GROUP, self.revive_topic, 0, progress)
 
     # -- revive ----------------------------------------------------------------------
 
@@ -662,7 +676,7 @@ class BrokerPop:
         due = [ck for ck in self._pending.values() if ck.due_ms <= now and ck.journal_offset >= 0]
         revived = 0
         for ck in sorted(due, key=lambda c: c.due_ms):
-            group_config = self.service.groups.get(ck.group)
+            group_config = self.groups.get(ck.group)
             max_retry = group_config.retry_max_times if group_config is not None else 16
             offsets = ck.unacked()
             for offset in offsets:
@@ -674,7 +688,7 @@ class BrokerPop:
                     await self._dead_letter_batch(ck.group, ck.topic, ck.queue_id, [raw])
                     continue
                 retry_topic = pop_retry_topic(ck.group, ck.origin_topic)
-                self.service.topics.create_in_send_back(retry_topic, 1, PERM_READ_WRITE)
+                self.topics.create_in_send_back(retry_topic, 1, PERM_READ_WRITE)
                 copy = _copy_of(raw, retry_topic, ck.origin_topic, reconsume_delta=1)
                 if copy is not None:
                     await self._put(copy)

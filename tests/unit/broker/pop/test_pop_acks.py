@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tidemq.broker.assembly import Features, assemble
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.groups import SubscriptionGroupConfig
 from tidemq.broker.pop.api import PoppedMessage, PopRequest, ReceiptHandleError
@@ -41,17 +42,23 @@ async def broker(tmp_path: Path) -> Broker:
     config = BrokerConfig(data_dir=tmp_path)
     clock = ManualClock()
     store = MemoryMessageStore(clock=clock)
-    service = BrokerService(
-        config, store, store_host=b"\x7f\x00\x00\x01", store_port=10911, clock=clock
+    core = assemble(
+        config,
+        store,
+        store_host=b"\x7f\x00\x00\x01",
+        store_port=10911,
+        clock=clock,
+        features=Features(delay=False, timers=False, transactions=False, pop=True),
     )
+    service = core.service
     service.load()
     service.topics.update(TopicConfig(TOPIC, read_queue_nums=1, write_queue_nums=1))
     service.groups.update(SubscriptionGroupConfig(FIFO_GROUP, consume_message_orderly=True))
     service.groups.update(SubscriptionGroupConfig(GROUP))
-    pop = BrokerPop(config, store, clock, service)
-    service.pop = pop
+    pop = core.pop_engine
+    assert pop is not None
     for i in range(4):
-        await service.send(
+        await core.send.send(
             SendRequest(
                 producer_group="PG",
                 topic=TOPIC,

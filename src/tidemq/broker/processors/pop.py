@@ -1,4 +1,4 @@
-"""Remoting handlers of the POP codes, mixed into BrokerHandlers.
+"""PopProcessor: the POP codes, and what the gRPC receive and acks call.
 
 =======  ===========================  ==================================================
 code     request                      answer
@@ -21,17 +21,21 @@ PEEK_MESSAGE, NOTIFICATION and POLLING_INFO are not served
 (REQUEST_CODE_NOT_SUPPORTED). How a client rebuilds the receipt handle of
 each popped record from the response header is documented on
 `tidemq.protocol.pop_headers.PopMessageResponseHeader`.
+
+The gRPC endpoint's ReceiveMessage, AckMessage, ChangeInvisibleDuration and
+ForwardMessageToDeadLetterQueue call `pop`, `ack`, `change_invisible` and
+`forward_to_dlq` here; every POP rule lives behind `PopHooks` (BrokerPop).
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 from tidemq.broker.pop.api import PopHooks, PopRequest, PopResult
 from tidemq.broker.pop.receipts import parse_receipt_handle
+from tidemq.broker.remoting import RequestHandler
 from tidemq.broker.requests import BrokerError
-from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import decode_header, encode_header
 from tidemq.protocol.pop_headers import (
@@ -41,10 +45,9 @@ from tidemq.protocol.pop_headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
+from tidemq.transport import Connection
 
-if TYPE_CHECKING:
-    from tidemq.broker.service import BrokerService
-    from tidemq.transport import Connection
+__all__ = ["PopProcessor", "pop_response_header"]
 
 INIT_MODE_MAX = 1
 
@@ -76,22 +79,33 @@ def pop_response_header(result: PopResult) -> PopMessageResponseHeader:
     )
 
 
-class PopHandlers:
-    """POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME."""
+class PopProcessor:
+    """POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME
+    over the broker's PopHooks (None: POP disabled, every call refused)."""
 
-    service: BrokerService
+    def __init__(self, pop: PopHooks | None) -> None:
+        self.engine = pop
 
-    def _pop_service(self) -> PopHooks:
-        pop = self.service.pop
-        if pop is None:
+    def handlers(self) -> dict[int, RequestHandler]:
+        return {
+            RequestCode.POP_MESSAGE: self.handle_pop_message,
+            RequestCode.ACK_MESSAGE: self.handle_ack_message,
+            RequestCode.BATCH_ACK_MESSAGE: self.handle_batch_ack_message,
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME: self.handle_change_invisible_time,
+        }
+
+    def _enabled(self) -> PopHooks:
+        if self.engine is None:
             raise BrokerError(ResponseCode.NO_PERMISSION, "pop consumption is disabled")
-        return pop
+        return self.engine
 
-    async def pop_message(
+    # -- remoting ------------------------------------------------------------------------
+
+    async def handle_pop_message(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
         header = decode_header(PopMessageRequestHeader, request.ext_fields)
-        result = await self._pop_service().pop(
+        result = await self.pop(
             PopRequest(
                 group=header.consumer_group,
                 topic=header.topic,
@@ -119,15 +133,15 @@ class PopHandlers:
             request, ResponseCode.PULL_NOT_FOUND, "no new message", ext
         )
 
-    async def ack_message(
+    async def handle_ack_message(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
         header = decode_header(AckMessageRequestHeader, request.ext_fields)
-        self._same_message(header.extra_info, header.queue_id, header.offset)
-        await self._pop_service().ack(header.consumer_group, header.topic, header.extra_info)
+        _same_message(header.extra_info, header.queue_id, header.offset)
+        await self.ack(header.consumer_group, header.topic, header.extra_info)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
-    async def batch_ack_message(
+    async def handle_batch_ack_message(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
         try:
@@ -142,7 +156,7 @@ class PopHandlers:
             ) from None
         refused = 0
         for group, topic, handles in acks:
-            results = await self._pop_service().batch_ack(group, topic, handles)
+            results = await self.batch_ack(group, topic, handles)
             refused += results.count(False)
         if refused:
             return RemotingCommand.response_to(
@@ -150,12 +164,12 @@ class PopHandlers:
             )
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
-    async def change_invisible_time(
+    async def handle_change_invisible_time(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
         header = decode_header(ChangeInvisibleTimeRequestHeader, request.ext_fields)
-        self._same_message(header.extra_info, header.queue_id, header.offset)
-        new_handle = await self._pop_service().change_invisible(
+        _same_message(header.extra_info, header.queue_id, header.offset)
+        new_handle = await self.change_invisible(
             header.consumer_group, header.topic, header.extra_info, header.invisible_time
         )
         handle = parse_receipt_handle(new_handle)
@@ -169,12 +183,37 @@ class PopHandlers:
         )
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, None, ext)
 
-    @staticmethod
-    def _same_message(extra_info: str, queue_id: int, offset: int) -> None:
-        handle = parse_receipt_handle(extra_info)
-        if handle.queue_id != queue_id or handle.queue_offset != offset:
-            raise BrokerError(
-                ResponseCode.MESSAGE_ILLEGAL,
-                f"extraInfo names queue {handle.queue_id} offset {handle.queue_offset}, "
-                f"the header queue {queue_id} offset {offset}",
-            )
+    # -- both protocols ------------------------------------------------------------------
+
+    async def pop(self, request: PopRequest) -> PopResult:
+        """Pop visible messages, holding up to `request.poll_ms` (PopHooks.pop)."""
+        return await self._enabled().pop(request)
+
+    async def ack(self, group: str, topic: str, receipt_handle: str) -> None:
+        await self._enabled().ack(group, topic, receipt_handle)
+
+    async def batch_ack(self, group: str, topic: str, receipt_handles: list[str]) -> list[bool]:
+        return await self._enabled().batch_ack(group, topic, receipt_handles)
+
+    async def change_invisible(
+        self, group: str, topic: str, receipt_handle: str, invisible_ms: int
+    ) -> str:
+        return await self._enabled().change_invisible(group, topic, receipt_handle, invisible_ms)
+
+    async def forward_to_dlq(self, group: str, topic: str, receipt_handle: str) -> None:
+        await self._enabled().forward_to_dlq(group, topic, receipt_handle)
+
+    def is_fifo(self, group: str) -> bool:
+        """Whether the group consumes in FIFO order; False when POP is disabled."""
+        return self.engine is not None and self.engine.is_fifo(group)
+
+
+def _same_message(extra_info: str, queue_id: int, offset: int) -> None:
+    """The request header's queue and offset are those the receipt handle names."""
+    handle = parse_receipt_handle(extra_info)
+    if handle.queue_id != queue_id or handle.queue_offset != offset:
+        raise BrokerError(
+            ResponseCode.MESSAGE_ILLEGAL,
+            f"extraInfo names queue {handle.queue_id} offset {handle.queue_offset}, "
+            f"the header queue {queue_id} offset {offset}",
+        )
