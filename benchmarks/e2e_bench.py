@@ -53,8 +53,8 @@ from tidemq.client.admin import AdminClient
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeStatus
 from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.client.producer import AsyncProducer
+from tidemq.common import event_loop, sysflag
 from tidemq.common import properties as props
-from tidemq.common import sysflag
 from tidemq.common.clock import SYSTEM_CLOCK
 from tidemq.common.message import Message, MessageExt
 from tidemq.common.message_id import UniqueIdGenerator
@@ -633,7 +633,7 @@ def run(
     try:
         name = f"{scenario.name}-{index}"
         with running_server(root, scenario.flush, profile_dir, name) as server:
-            return asyncio.run(run_once(scenario, server, count, raw, batch))
+            return event_loop.run(run_once(scenario, server, count, raw, batch))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

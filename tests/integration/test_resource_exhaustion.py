@@ -136,7 +136,9 @@ def test_running_out_of_file_descriptors_is_survived(tmp_path: Path) -> None:
                 )
                 starved_until = time.monotonic() + 30
                 sends = 0
-                while time.monotonic() < starved_until and sends < 2000:
+                # Sends keep data dirty until the periodic checkpoint (about once a
+                # second) fails to open its file; bounded by count and time.
+                while time.monotonic() < starved_until and sends < 50_000:
                     ledger.send()  # may fail or time out: allowed while starved
                     sends += 1
                     if "flush failed (EMFILE" in server.stderr() and sends >= 50:

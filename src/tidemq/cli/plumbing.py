@@ -5,7 +5,6 @@ and KEY=VALUE pairs."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, NoReturn, TypeVar
@@ -14,6 +13,7 @@ import click
 
 from tidemq.cli.output import fail
 from tidemq.client.admin import AdminClient, AdminError, parse_address_list
+from tidemq.common import event_loop
 from tidemq.common.clock import SYSTEM_CLOCK
 from tidemq.protocol import ProtocolError, ResponseCode
 
@@ -70,7 +70,7 @@ def run_admin(namesrv: Sequence[str], action: Callable[[AdminClient], Awaitable[
             return await action(admin)
 
     try:
-        return asyncio.run(main())
+        return event_loop.run(main())
     except AdminError as exc:
         abort(exc.message, exc.code)
     except ProtocolError as exc:  # a malformed answer the client did not expect

@@ -15,6 +15,10 @@ Port 0 picks a free port; the ready line shows the real one. `grpc=` is
 there when the RocketMQ 5 gRPC endpoint is served (serve: port 8081 unless
 --no-grpc; broker: with --grpc-port or the config's grpc_port).
 
+The event loop is uvloop unless TIDEMQ_EVENT_LOOP=asyncio selects asyncio's
+own (tidemq.common.event_loop); the serve banner (`loop=`) and the INFO log
+(`tidemq -v`) name it.
+
 After a signal, once everything has shut down, one last line says so:
 
     tidemq stopped signal=SIGTERM                                       (or SIGINT)
@@ -40,6 +44,7 @@ from tidemq.broker.config import BrokerConfig
 from tidemq.cli.defaults import default_data_dir
 from tidemq.cli.limits import raise_open_files_limit
 from tidemq.cli.output import console, fail
+from tidemq.common import event_loop
 from tidemq.common.version import __version__
 from tidemq.store.config import FlushMode
 
@@ -116,8 +121,13 @@ async def _start(what: str, address: str, start: Callable[[], Awaitable[Any]]) -
 
 def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     raise_open_files_limit()
+    try:
+        loop = event_loop.configured_loop()
+    except (ValueError, RuntimeError) as exc:
+        _abort(str(exc))
+    log.info("event loop: %s", loop)
     with contextlib.suppress(KeyboardInterrupt):  # a signal before the handlers are in
-        asyncio.run(main())
+        event_loop.run(main())
 
 
 # -- tidemq serve -----------------------------------------------------------------------
@@ -281,7 +291,7 @@ def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -
         else ""
     )
     console.print(
-        f"[bold]tidemq {__version__}[/] standalone server\n"
+        f"[bold]tidemq {__version__}[/] standalone server  (loop={event_loop.loop_name()})\n"
         f"  name server  [bold]{namesrv}[/]\n"
         f"  broker       [bold]{broker}[/]  ({config.broker_name}, cluster {config.cluster_name})\n"
         f"  data         {config.data_dir}  (flush: {config.flush_mode.value}, "

@@ -2,6 +2,7 @@
 client object, running the same asyncio core the async API uses, so there
 is no second copy of any client logic.
 
+The loop is uvloop unless TIDEMQ_EVENT_LOOP=asyncio (tidemq.common.event_loop).
 ``run(coro)`` blocks the calling thread until the coroutine finishes on the
 loop thread (re-raising its exception); ``submit(coro)`` returns a
 ``concurrent.futures.Future`` at once. Calling ``run`` from the loop thread
@@ -22,6 +23,7 @@ from types import TracebackType
 from typing import Any, Generic, ParamSpec, Protocol, Self, TypeVar
 
 from tidemq.client.errors import ClientError
+from tidemq.common import event_loop
 from tidemq.protocol import ResponseCode
 
 T = TypeVar("T")
@@ -31,10 +33,13 @@ _STOP_TIMEOUT_S = 10.0
 
 
 class LoopThread:
-    """An asyncio event loop running in its own daemon thread until ``stop()``."""
+    """An asyncio event loop running in its own daemon thread until ``stop()``.
+
+    The loop is uvloop unless TIDEMQ_EVENT_LOOP=asyncio (tidemq.common.event_loop).
+    """
 
     def __init__(self, name: str = "tidemq-client") -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = event_loop.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()

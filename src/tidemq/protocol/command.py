@@ -14,6 +14,21 @@ way Java's fastjson would (booleans become ``"true"``/``"false"``, null
 entries are dropped); nested values are rejected. Headers nesting deeper than
 MAX_JSON_DEPTH are refused before the JSON parser sees them.
 
+The JSON header codec has two implementations that give the same results:
+the reference on the standard library's ``json`` (``_decode_json_header_stdlib``,
+``_encode_json_header_stdlib``) and a compiled one on msgspec, several times
+faster, which decodes into a strictly typed struct. The msgspec decoder
+answers only what it can answer exactly as the reference would; a header it
+cannot take strictly (a key it does not know, extFields holding numbers,
+booleans or nulls, a null or out-of-range field, bad UTF-8, any JSON error)
+goes to the reference decoder, which accepts it or raises ProtocolError as
+before. The msgspec encoder writes only headers of plain strings whose JSON
+comes out pure ASCII without DEL (the reference writes the rest as
+``\\u`` escapes); others go to the reference encoder. The bytes are identical
+either way (tests/unit/protocol/test_header_codec_fast.py holds both paths
+to it). ``TIDEMQ_HEADER_CODEC=stdlib`` (read at import) runs the reference
+alone.
+
 ROCKETMQ binary (serialize type 1), all integers big-endian::
 
     offset  size  field
@@ -36,12 +51,15 @@ length 0 and so decodes as None.
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from .codes import LanguageCode, SerializeType
 from .errors import ProtocolError
@@ -192,7 +210,7 @@ _DEPTH_STEP = tuple({0x5B: 1, 0x7B: 1, 0x5D: -1, 0x7D: -1}.get(byte, 0) for byte
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def _encode_json_header(command: RemotingCommand) -> bytes:
+def _encode_json_header_stdlib(command: RemotingCommand) -> bytes:
     code, version, opaque, flag = command.code, command.version, command.opaque, command.flag
     if not (
         _INT32_MIN <= code <= _INT32_MAX
@@ -218,7 +236,7 @@ def _encode_json_header(command: RemotingCommand) -> bytes:
     return _JSON_ENCODER.encode(header).encode("ascii")
 
 
-def _decode_json_header(header: bytes) -> RemotingCommand:
+def _decode_json_header_stdlib(header: bytes) -> RemotingCommand:
     _reject_deep_nesting(header)
     try:
         text = header.decode("utf-8")
@@ -323,6 +341,121 @@ def _reject_lone_surrogates(command: RemotingCommand) -> None:
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise ProtocolError("JSON header contains an unpaired surrogate") from None
+
+
+# --- the compiled (msgspec) JSON codec ---------------------------------------------
+
+_Int32 = Annotated[int, msgspec.Meta(ge=_INT32_MIN, le=_INT32_MAX)]
+
+
+class _JsonHeader(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A JSON header as the fast path takes it: only known keys, strictly typed.
+
+    With no unknown keys there is nothing to skip: every byte is JSON syntax
+    or inside a string msgspec decodes (and checks as UTF-8), the document
+    nests two levels deep and every integer fits 32 bits. Anything else
+    fails here and goes to the reference decoder.
+    """
+
+    code: _Int32 | None = None
+    language: str | None = None
+    version: _Int32 | None = None
+    opaque: _Int32 | None = None
+    flag: _Int32 | None = None
+    remark: str | None = None
+    extFields: dict[str, str] | None = None  # the wire names
+    serializeTypeCurrentRPC: str | None = None  # Java sends it; ignored
+
+
+_HEADER_DECODER = msgspec.json.Decoder(_JsonHeader)
+_HEADER_ENCODER = msgspec.json.Encoder()
+
+
+def _decode_json_header_msgspec(header: bytes) -> RemotingCommand:
+    try:
+        parsed = _HEADER_DECODER.decode(header)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        # Unknown keys, lenient extFields, nulls, wrong types or ranges,
+        # malformed JSON or UTF-8, lone surrogates: the reference decoder
+        # accepts, converts or refuses them.
+        return _decode_json_header_stdlib(header)
+    code = parsed.code
+    if code is None:
+        return _decode_json_header_stdlib(header)  # raises: no code
+    language = parsed.language
+    version = parsed.version
+    opaque = parsed.opaque
+    flag = parsed.flag
+    ext_fields = parsed.extFields
+    return RemotingCommand(
+        code,
+        DEFAULT_LANGUAGE if language is None else language,
+        0 if version is None else version,
+        0 if opaque is None else opaque,
+        0 if flag is None else flag,
+        parsed.remark,
+        {} if ext_fields is None else ext_fields,
+    )
+
+
+def _encode_json_header_msgspec(command: RemotingCommand) -> bytes:
+    code, version, opaque, flag = command.code, command.version, command.opaque, command.flag
+    ext_fields = command.ext_fields
+    language = command.language
+    remark = command.remark
+    if not (
+        _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+        and type(language) is str
+        and (remark is None or type(remark) is str)
+        and type(ext_fields) is dict
+        and _ONLY_STR.issuperset(map(type, ext_fields.values()))
+        and _ONLY_STR.issuperset(map(type, ext_fields))
+    ):  # out of range (the reference names the culprit) or not plain strings
+        return _encode_json_header_stdlib(command)
+    if remark is None:
+        header: dict[str, Any] = {
+            "code": code,
+            "language": language,
+            "version": version,
+            "opaque": opaque,
+            "flag": flag,
+            "extFields": ext_fields,
+        }
+    else:
+        header = {
+            "code": code,
+            "language": language,
+            "version": version,
+            "opaque": opaque,
+            "flag": flag,
+            "remark": remark,
+            "extFields": ext_fields,
+        }
+    try:
+        data = _HEADER_ENCODER.encode(header)
+    except (TypeError, ValueError, OverflowError):  # e.g. a lone surrogate
+        return _encode_json_header_stdlib(command)
+    if data.isascii() and b"\x7f" not in data:
+        return data  # what the reference writes, byte for byte
+    # The reference escapes non-ASCII text and DEL as \uXXXX; msgspec writes UTF-8.
+    return _encode_json_header_stdlib(command)
+
+
+HEADER_CODEC_ENV = "TIDEMQ_HEADER_CODEC"
+JSON_HEADER_CODEC = "stdlib" if os.environ.get(HEADER_CODEC_ENV) == "stdlib" else "msgspec"
+"""Which JSON header codec runs: "msgspec", or "stdlib" when TIDEMQ_HEADER_CODEC=stdlib."""
+
+_decode_json_header: Callable[[bytes], RemotingCommand]
+_encode_json_header: Callable[[RemotingCommand], bytes]
+if JSON_HEADER_CODEC == "stdlib":
+    _decode_json_header = _decode_json_header_stdlib
+    _encode_json_header = _encode_json_header_stdlib
+else:
+    _decode_json_header = _decode_json_header_msgspec
+    _encode_json_header = _encode_json_header_msgspec
 
 
 # --- ROCKETMQ binary headers --------------------------------------------------

@@ -127,6 +127,16 @@ HeaderT = TypeVar("HeaderT")
 
 def decode_header(cls: type[HeaderT], ext_fields: Mapping[str, object]) -> HeaderT:
     """Build header ``cls`` from a command's extFields, coercing each value."""
+    decode = _DECODERS.get(cls)
+    if decode is None:
+        decode = _DECODERS[cls] = _compile_decoder(cls, cls)
+    header: HeaderT = decode(ext_fields)
+    return header
+
+
+def decode_header_reference(cls: type[HeaderT], ext_fields: Mapping[str, object]) -> HeaderT:
+    """``decode_header`` as the field table reads it: the reference the compiled
+    decoders are tested against (same values, same HeaderError)."""
     factory: Callable[..., HeaderT] = cls
     return factory(**_decode_values(cls, ext_fields))
 
@@ -147,6 +157,15 @@ def _decode_values(cls: type[Any], ext_fields: Mapping[str, object]) -> dict[str
 
 def encode_header(header: object) -> dict[str, str]:
     """The extFields for ``header``: wire name -> text, None fields left out."""
+    cls = type(header)
+    encode = _ENCODERS.get(cls)
+    if encode is None:
+        encode = _ENCODERS[cls] = _compile_encoder(cls)
+    return encode(header)
+
+
+def encode_header_reference(header: object) -> dict[str, str]:
+    """``encode_header`` as the field table reads it (the compiled encoders' reference)."""
     cls = type(header)
     ext_fields: dict[str, str] = {}
     for spec in _field_specs(cls):
@@ -286,6 +305,143 @@ def _field_kind(cls: type[Any], name: str, hint: object) -> tuple[type, _IntRang
     return hint, int_range
 
 
+# --- compiled codecs -----------------------------------------------------------------
+#
+# decode_header and encode_header run one generated function per header class
+# (as dataclasses generates __init__): the field loop unrolled, each wire name
+# and default a constant, and the common value inlined (a str for a str field,
+# a short run of ASCII digits for an int field, "true"/"false" for a bool);
+# anything else goes to the same _parse_*/_render_* function the reference
+# uses, so values and errors are the reference's (a property test holds them
+# to decode_header_reference/encode_header_reference).
+
+_PACKAGE = __name__.rpartition(".")[0] + "."
+_Decoder: TypeAlias = Callable[[Mapping[str, object]], Any]
+_Encoder: TypeAlias = Callable[[Any], dict[str, str]]
+_DECODERS: dict[type[Any], _Decoder] = {}
+_ENCODERS: dict[type[Any], _Encoder] = {}
+
+
+def _fast_digits(spec: _FieldSpec) -> int:
+    """How many ASCII digits always give a value within the field's range (0: none)."""
+    if spec.low > 0:
+        return 0
+    digits = len(str(spec.high)) - 1
+    return min(digits, 32) if 10**digits - 1 <= spec.high else 0
+
+
+def _compile_decoder(source: type[Any], target: type[Any]) -> _Decoder:
+    """A function building ``target`` from extFields laid out as header ``source``."""
+    specs = _field_specs(source)
+    defaults = {item.name: item.default for item in dataclasses.fields(target)}
+    if any(
+        spec.attribute not in defaults
+        or (not spec.required and defaults[spec.attribute] is dataclasses.MISSING)
+        for spec in specs
+    ):  # a default_factory, or a field the target lacks: the reference builds it
+        return lambda ext_fields: target(**_decode_values(source, ext_fields))
+    namespace: dict[str, Any] = {
+        "HeaderError": HeaderError,
+        "NAME": source.__name__,
+        "target": target,
+        "str_type": str,
+        "int": int,
+        "len": len,
+        "type": type,
+    }
+    lines = ["def decode(ext_fields):", "    get = ext_fields.get"]
+    arguments = []
+    for index, spec in enumerate(specs):
+        value = f"v{index}"
+        namespace[f"W{index}"] = spec.wire_name
+        namespace[f"S{index}"] = spec
+        namespace[f"P{index}"] = spec.parse
+        lines.append(f"    raw = get(W{index})")
+        lines.append("    if raw is None:")
+        if spec.required:
+            namespace[f"L{index}"] = spec.label
+            lines.append(f"        raise HeaderError(NAME, L{index}, 'is missing')")
+        else:
+            namespace[f"D{index}"] = defaults[spec.attribute]
+            lines.append(f"        {value} = D{index}")
+        parse = f"P{index}(NAME, S{index}, raw)"
+        if spec.parse is _parse_str:
+            lines.append("    elif type(raw) is str_type:")
+            lines.append(f"        {value} = raw")
+        elif spec.parse is _parse_bool:
+            lines.append("    elif type(raw) is str_type and raw == 'true':")
+            lines.append(f"        {value} = True")
+            lines.append("    elif type(raw) is str_type and raw == 'false':")
+            lines.append(f"        {value} = False")
+        elif spec.parse is _parse_int and _fast_digits(spec):
+            lines.append(
+                "    elif (type(raw) is str_type and raw.isdigit() and raw.isascii()"
+                f" and len(raw) <= {_fast_digits(spec)}):"
+            )
+            lines.append(f"        {value} = int(raw)")
+        lines.append("    else:")
+        lines.append(f"        {value} = {parse}")
+        arguments.append(f"{spec.attribute}={value}")
+    if _plain_slots_dataclass(target, [spec.attribute for spec in specs]):
+        # What the generated frozen __init__ does, minus the keyword call and
+        # object.__setattr__ lookups: each value stored through its slot.
+        namespace["new"] = object.__new__
+        lines.append("    header = new(target)")
+        for index, spec in enumerate(specs):
+            namespace[f"SET{index}"] = getattr(target, spec.attribute).__set__
+            lines.append(f"    SET{index}(header, v{index})")
+        lines.append("    return header")
+    else:
+        lines.append(f"    return target({', '.join(arguments)})")
+    exec("\n".join(lines), namespace)  # source generated from the dataclass fields
+    decode: _Decoder = namespace["decode"]
+    return decode
+
+
+def _plain_slots_dataclass(cls: type[Any], attributes: list[str]) -> bool:
+    """Whether a ``cls`` can be built by storing ``attributes`` in its slots, as its
+    dataclass __init__ would: a header class of tidemq.protocol, every field
+    set by __init__ and stored in a slot, no __post_init__."""
+    fields = dataclasses.fields(cls)
+    return (
+        cls.__module__.startswith(_PACKAGE)
+        and not hasattr(cls, "__post_init__")
+        and sorted(item.name for item in fields) == sorted(attributes)
+        and all(item.init for item in fields)
+        and all(
+            isinstance(cls.__dict__.get(name), types.MemberDescriptorType) for name in attributes
+        )
+    )
+
+
+def _compile_encoder(cls: type[Any]) -> _Encoder:
+    """A function giving the extFields of a ``cls`` header."""
+    specs = _field_specs(cls)
+    namespace: dict[str, Any] = {"NAME": cls.__name__, "str_type": str, "int_type": int}
+    lines = ["def encode(header):", "    ext_fields = {}"]
+    for index, spec in enumerate(specs):
+        namespace[f"W{index}"] = spec.wire_name
+        namespace[f"S{index}"] = spec
+        namespace[f"R{index}"] = spec.render
+        lines.append(f"    value = header.{spec.attribute}")
+        lines.append("    if value is not None:")
+        render = f"R{index}(NAME, S{index}, value)"
+        if spec.render is _render_str:
+            fast = f"value if type(value) is str_type else {render}"
+        elif spec.render is _render_bool:
+            fast = f"'true' if value is True else 'false' if value is False else {render}"
+        else:
+            fast = (
+                f"str_type(value) if type(value) is int_type and {spec.low} <= value <= "
+                f"{spec.high} else {render}"
+            )
+        lines.append(f"        ext_fields[W{index}] = {fast}")
+    lines.append("    return ext_fields")
+    exec("\n".join(lines), namespace)  # source generated from the dataclass fields
+    encode: _Encoder = namespace["encode"]
+    return encode
+
+
 def _camel_case(name: str) -> str:
     first, *rest = name.split("_")
     return first + "".join(part[:1].upper() + part[1:] for part in rest)
@@ -365,9 +521,18 @@ def decode_send_message_header(
     if code in _SEND_V2_CODES:
         # The V2 fields carry V1's attribute names: build V1 directly (the
         # hottest header of the broker; no intermediate V2 object).
-        factory: Callable[..., SendMessageRequestHeader] = SendMessageRequestHeader
-        return factory(**_decode_values(SendMessageRequestHeaderV2, ext_fields))
+        global _send_v2_as_v1
+        decode = _send_v2_as_v1
+        if decode is None:
+            decode = _send_v2_as_v1 = _compile_decoder(
+                SendMessageRequestHeaderV2, SendMessageRequestHeader
+            )
+        header: SendMessageRequestHeader = decode(ext_fields)
+        return header
     return decode_header(SendMessageRequestHeader, ext_fields)
+
+
+_send_v2_as_v1: _Decoder | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -23,6 +23,7 @@ from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.producer import AsyncProducer
+from tidemq.common import event_loop
 from tidemq.common.message import MessageQueue
 from tidemq.protocol import RequestCode, ResponseCode
 from tidemq.spark.ledger import Half
@@ -47,7 +48,7 @@ class Connection:
     """``with Connection(namesrv) as conn``: blocking calls over one private loop."""
 
     def __init__(self, namesrv: str, *, request_timeout_s: float = 10.0) -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = event_loop.new_event_loop()
         self._config = ClientConfig(namesrv=namesrv, request_timeout_s=request_timeout_s)
         self._instance: ClientInstance | None = None
         self._producers: dict[str, AsyncProducer] = {}

@@ -44,10 +44,12 @@ frame that never comes or failing with a bare "connection lost".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
+import socket
 from collections.abc import Awaitable, Callable
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol.codes import ResponseCode, request_code_name
@@ -274,21 +276,22 @@ class Connection(asyncio.Protocol):
     # --- asyncio.Protocol ------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if not isinstance(transport, asyncio.Transport):
+        if not _is_stream_transport(transport):
             raise TypeError(f"a stream transport is needed, got {type(transport).__name__}")
-        self._transport = transport
+        stream = self._transport = cast(asyncio.Transport, transport)
         self._loop = asyncio.get_running_loop()
         self._lost = self._loop.create_future()
         self._quiet_since = self._loop.time()
         if self._frame_budget is not None:
             self._allowance = FrameAllowance(
                 self._frame_budget,
-                pause=transport.pause_reading,
+                pause=stream.pause_reading,
                 resume=self._resume_reading,
                 clock=self._loop.time,
             )
         self.remote = _address(transport.get_extra_info("peername"))
         self.local = _address(transport.get_extra_info("sockname"))
+        _set_nodelay(transport.get_extra_info("socket"))
         logger.debug("%s: %r opened", self._name, self)
         if self._on_open is not None:
             self._on_open(self)
@@ -470,37 +473,40 @@ class Connection(asyncio.Protocol):
                 )
             return
         self._in_flight += 1
-        task = self._tasks.spawn(self._run(request))
-        task.add_done_callback(self._request_done)
-
-    def _request_done(self, _task: asyncio.Task[None]) -> None:
-        self._in_flight -= 1
+        self._tasks.spawn(self._run(request))
 
     async def _run(self, request: RemotingCommand) -> None:
+        # The count drops as the handler's work ends, not in a done callback
+        # (one loop callback less per request). A task cancelled before it
+        # ever ran (its owner stopping with no grace) keeps its count, on a
+        # connection that is being closed.
         try:
-            response = await self._handler(request, self)
-        except ValueError as exc:
-            logger.debug(
-                "%s: %s from %r refused: %s",
-                self._name,
-                request_code_name(request.code),
-                self,
-                exc,
-                exc_info=True,
-            )
-            response = RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
-        except Exception as exc:
-            logger.exception(
-                "%s: handler for %s from %r failed",
-                self._name,
-                request_code_name(request.code),
-                self,
-            )
-            response = RemotingCommand.response_to(
-                request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
-            )
-        if response is not None and not request.flag & ONEWAY_FLAG:
-            self._answer(request, response)
+            try:
+                response = await self._handler(request, self)
+            except ValueError as exc:
+                logger.debug(
+                    "%s: %s from %r refused: %s",
+                    self._name,
+                    request_code_name(request.code),
+                    self,
+                    exc,
+                    exc_info=True,
+                )
+                response = RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+            except Exception as exc:
+                logger.exception(
+                    "%s: handler for %s from %r failed",
+                    self._name,
+                    request_code_name(request.code),
+                    self,
+                )
+                response = RemotingCommand.response_to(
+                    request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
+                )
+            if response is not None and not request.flag & ONEWAY_FLAG:
+                self._answer(request, response)
+        finally:
+            self._in_flight -= 1
 
     def _answer(self, request: RemotingCommand, response: RemotingCommand) -> None:
         if self._closed:
@@ -540,6 +546,31 @@ def _outgoing(command: RemotingCommand, opaque: int, flag: int) -> RemotingComma
         command.body,
         command.serialize_type,
     )
+
+
+_STREAM_METHODS = ("write", "writelines", "pause_reading", "resume_reading", "abort")
+
+
+def _is_stream_transport(transport: object) -> bool:
+    """An asyncio stream transport, or one that acts as one: uvloop's TCPTransport
+    is not registered as an asyncio.Transport."""
+    return isinstance(transport, asyncio.Transport) or all(
+        callable(getattr(transport, name, None)) for name in _STREAM_METHODS
+    )
+
+
+def _set_nodelay(sock: object) -> None:
+    """TCP_NODELAY on a TCP socket, as Java's remoting sets it. uvloop sets it on
+    every TCP transport; asyncio only on sockets whose protocol number says TCP,
+    and the sockets acceptor.py accepts say 0 (socket.create_server's default)."""
+    setsockopt = getattr(sock, "setsockopt", None)
+    if (
+        setsockopt is not None
+        and getattr(sock, "family", None) in (socket.AF_INET, socket.AF_INET6)
+        and getattr(sock, "type", None) == socket.SOCK_STREAM
+    ):
+        with contextlib.suppress(OSError):
+            setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def _address(info: object) -> tuple[str, int]:

@@ -314,3 +314,50 @@ def test_rollback_puts_the_batch_back_unchanged() -> None:
 def test_take_rejects_a_bad_batch_size() -> None:
     with pytest.raises(ValueError):
         ProcessQueue(ManualClock()).take(0)
+
+
+# -- the list fast paths (a pulled run put whole, a polled head removed whole) --
+
+
+def _state(queue: ProcessQueue) -> tuple[object, ...]:
+    return (
+        queue.count,
+        queue.size_bytes,
+        queue.span,
+        queue.max_offset,
+        queue.min_offset,
+        len(queue),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["put", "remove_head", "remove_some"]),
+            st.lists(st.integers(0, 60), max_size=12),
+        ),
+        max_size=25,
+    )
+)
+def test_list_fast_paths_equal_the_message_by_message_paths(
+    operations: list[tuple[str, list[int]]],
+) -> None:
+    """The same operations as lists (which may take the fast paths) and as
+    tuples (which never do) leave equal queues and return equal answers."""
+    fast, slow = ProcessQueue(ManualClock()), ProcessQueue(ManualClock())
+    made: dict[int, MessageExt] = {}
+
+    def message(offset: int) -> MessageExt:
+        return made.setdefault(offset, msg(offset, body_size(offset)))
+
+    for action, offsets in operations:
+        if action == "put":
+            batch = [message(o) for o in offsets]
+            assert fast.put(batch) == slow.put(tuple(batch))
+        else:
+            held = sorted(fast._msgs)
+            chosen = held[: len(offsets)] if action == "remove_head" else offsets
+            batch = [message(o) for o in chosen]
+            assert fast.remove(batch) == slow.remove(tuple(batch))
+        assert _state(fast) == _state(slow)
