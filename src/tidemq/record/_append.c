@@ -156,8 +156,8 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
     long long first_queue_offset, physical_offset, born_ts, store_ts;
     PyObject *result = NULL;
     Entry *entries = NULL;
-    Out records = {0}, cq = {0}, index = {0}, ids = {0};
-    PyObject *tags = NULL;
+    Out index = {0}, ids = {0};
+    PyObject *tags = NULL, *records = NULL, *cq = NULL;
     if (!PyArg_ParseTuple(args, "y*y*iLLiLy*iLy*iy*:encode_batch_records", &body, &topic,
                           &queue_id, &first_queue_offset, &physical_offset, &sys_flag,
                           &born_ts, &born_host, &born_port, &store_ts, &store_host,
@@ -182,22 +182,37 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
         Py_INCREF(result);
         goto done;
     }
-    /* Check every entry first: the batch is all or nothing. */
+    /* Check every entry first (the batch is all or nothing) and size the
+     * records, so they are written once, straight into the bytes returned. */
+    Py_ssize_t fixed = 88 + (born_host.len - 4) + (store_host.len - 4);
+    Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         const unsigned char *p = b + entries[i].props_start;
         Py_ssize_t n = entries[i].props_len;
         int diverted = !plain_well_formed(p, n);
         for (int k = 0; !diverted && DIVERTING_KEYS[k]; k++) diverted = contains(p, n, DIVERTING_KEYS[k]);
-        if (!diverted && !contains(p, n, CLUSTER_KEY) && n + cluster.len > MAX_PROPS) diverted = 1;
+        int add_cluster = !contains(p, n, CLUSTER_KEY);
+        if (!diverted && add_cluster && n + cluster.len > MAX_PROPS) diverted = 1;
         if (diverted) {
             result = Py_None;
             Py_INCREF(result);
             goto done;
         }
+        Py_ssize_t size = fixed + entries[i].body_len + 1 + topic_len + 2 + n + (add_cluster ? cluster.len : 0);
+        if (size > INT32_MAX || total > PY_SSIZE_T_MAX - size) {
+            PyErr_SetString(PyExc_ValueError, "record too large");
+            goto done;
+        }
+        total += size;
     }
+    records = PyBytes_FromStringAndSize(NULL, total);
+    cq = PyBytes_FromStringAndSize(NULL, 20 * count);
+    if (!records || !cq) goto done;
+    unsigned char *rec_base = (unsigned char *)PyBytes_AS_STRING(records);
+    unsigned char *cq_base = (unsigned char *)PyBytes_AS_STRING(cq);
+    Py_ssize_t written = 0;
     int v6_bits = (born_host.len == 16 ? BORNHOST_V6 : 0) | (store_host.len == 16 ? STOREHOST_V6 : 0);
     int32_t flags = (int32_t)((sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)) | v6_bits);
-    Py_ssize_t fixed = 88 + (born_host.len - 4) + (store_host.len - 4);
     uint32_t topic_hash = java_hash_bytes(0, t, topic_len);
     topic_hash = topic_hash * 31u + (unsigned char)'#';
     char id_prefix[64];
@@ -218,10 +233,8 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
         int add_cluster = !contains(p, plen, CLUSTER_KEY);
         Py_ssize_t stored_plen = plen + (add_cluster ? cluster.len : 0);
         Py_ssize_t size = fixed + e->body_len + 1 + topic_len + 2 + stored_plen;
-        if (size > INT32_MAX) { PyErr_SetString(PyExc_ValueError, "record too large"); goto done; }
         long long queue_offset = first_queue_offset + i;
-        if (out_reserve(&records, size) < 0) goto done;
-        unsigned char *r = records.data + records.len;
+        unsigned char *r = rec_base + written;
         const unsigned char *body_ptr = b + e->body_start;
         uint32_t crc = (uint32_t)crc32(0L, body_ptr, (uInt)e->body_len) & 0x7FFFFFFFu;
         put_i32(r, (int32_t)size);
@@ -261,7 +274,7 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
             memcpy(q, cluster.buf, (size_t)cluster.len);
             q += cluster.len;
         }
-        records.len += size;
+        written += size;
 
         /* consumequeue entry: physical offset, size, tags code */
         const unsigned char *v;
@@ -269,11 +282,10 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
         int64_t tags_code = 0;
         if (find_value(p, plen, "TAGS", 4, &v, &vlen) && vlen > 0)
             tags_code = (int32_t)java_hash_bytes(0, v, vlen);
-        if (out_reserve(&cq, 20) < 0) goto done;
-        put_i64(cq.data + cq.len, phys);
-        put_i32(cq.data + cq.len + 8, (int32_t)size);
-        put_i64(cq.data + cq.len + 12, tags_code);
-        cq.len += 20;
+        unsigned char *c = cq_base + 20 * i;
+        put_i64(c, phys);
+        put_i32(c + 8, (int32_t)size);
+        put_i64(c + 12, tags_code);
         {
             PyObject *code = PyLong_FromLongLong(tags_code);
             PyObject *at = PyLong_FromLongLong(queue_offset);
@@ -321,8 +333,7 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
         phys += size;
     }
     static const char nothing[1] = "";
-    result = Py_BuildValue("(y#y#y#s#nO)", records.data ? (char *)records.data : nothing,
-                           records.len, cq.data ? (char *)cq.data : nothing, cq.len,
+    result = Py_BuildValue("(OOy#s#nO)", records, cq,
                            index.data ? (char *)index.data : nothing, index.len,
                            ids.data ? (char *)ids.data : nothing, ids.len, count, tags);
     goto done;
@@ -332,9 +343,9 @@ too_many_keys:
     Py_INCREF(result);
 done:
     Py_XDECREF(tags);
+    Py_XDECREF(records);
+    Py_XDECREF(cq);
     PyMem_Free(entries);
-    PyMem_Free(records.data);
-    PyMem_Free(cq.data);
     PyMem_Free(index.data);
     PyMem_Free(ids.data);
     PyBuffer_Release(&body);
