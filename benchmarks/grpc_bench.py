@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -116,6 +117,12 @@ def receive_and_ack(endpoint: str, topic: str, count: int, threads: int) -> floa
     return acked / elapsed
 
 
+def server_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the server process used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
@@ -127,24 +134,31 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch, serve(Path(scratch) / "data") as server:
         topic = "GrpcBench"
         asyncio.run(create_topic(server.namesrv, topic, queues=8))
+        pid = server.popen.pid
         print(f"producing {count} x 1 KiB with {args.threads} threads ...", file=sys.stderr)
+        before = server_cpu_seconds(pid)
         produced = produce(server.grpc, topic, count, args.threads)
+        produce_cpu = server_cpu_seconds(pid) - before
         print(f"receiving + acking {count} with {args.threads} threads ...", file=sys.stderr)
-        consumed = receive_and_ack(
-            server.grpc, topic, count // args.threads * args.threads, args.threads
-        )
+        acked = count // args.threads * args.threads
+        before = server_cpu_seconds(pid)
+        consumed = receive_and_ack(server.grpc, topic, acked, args.threads)
+        consume_cpu = server_cpu_seconds(pid) - before
     results = {
         "messages": count,
         "threads": args.threads,
         "produce_msgs_per_s": round(produced),
+        "produce_server_cpu_us_per_msg": round(produce_cpu / count * 1e6, 1),
         "receive_ack_msgs_per_s": round(consumed),
+        "receive_ack_server_cpu_us_per_msg": round(consume_cpu / acked * 1e6, 1),
     }
     if args.json:
         print(json.dumps(results, indent=2))
     else:
-        print(f"{'case':<14}{'msgs/s':>10}")
-        print(f"{'produce':<14}{results['produce_msgs_per_s']:>10,}")
-        print(f"{'receive+ack':<14}{results['receive_ack_msgs_per_s']:>10,}")
+        print(f"{'case':<14}{'msgs/s':>10}{'server CPU us/msg':>20}")
+        for name, key in (("produce", "produce"), ("receive+ack", "receive_ack")):
+            rate, cpu = results[f"{key}_msgs_per_s"], results[f"{key}_server_cpu_us_per_msg"]
+            print(f"{name:<14}{rate:>10,}{cpu:>20}")
 
 
 if __name__ == "__main__":

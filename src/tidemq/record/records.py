@@ -28,6 +28,7 @@ __all__ = [
     "BatchEntry",
     "RecordColumns",
     "batch_unique_ids",
+    "compiled_configuration",
     "decode_record_columns",
     "decode_records",
     "encode_batch",
@@ -72,22 +73,30 @@ decode_record_columns = codec.decode_record_columns
 encode_batch = codec.encode_batch
 split_batch = codec.split_batch
 _compiled = native.compiled("_records")
+
+
+def compiled_configuration() -> dict[str, object]:
+    """What the compiled module is configured with (`_records.configure`): the
+    classes it builds and checks, and the Python functions it hands rare cases to."""
+    return {
+        "protocol_error": ProtocolError,
+        "message": Message,
+        "message_ext": MessageExt,
+        "record_columns": codec.RecordColumns,
+        "batch_entry": codec.BatchEntry,
+        "inflate": codec._inflate,
+        "host_text": codec._host_text,
+        "crc32": zlib.crc32,
+        "decode_records": codec.decode_records,
+        "decode_record_columns": codec.decode_record_columns,
+        "encode_batch": codec.encode_batch,
+        "split_batch": codec.split_batch,
+    }
+
+
 if _compiled is not None:
     try:
-        _compiled.configure(
-            protocol_error=ProtocolError,
-            message=Message,
-            message_ext=MessageExt,
-            record_columns=codec.RecordColumns,
-            batch_entry=codec.BatchEntry,
-            inflate=codec._inflate,
-            host_text=codec._host_text,
-            crc32=zlib.crc32,
-            decode_records=codec.decode_records,
-            decode_record_columns=codec.decode_record_columns,
-            encode_batch=codec.encode_batch,
-            split_batch=codec.split_batch,
-        )
+        _compiled.configure(**compiled_configuration())
     except TypeError:  # the message classes changed shape: tests/unit/codec says so
         _compiled = None
 

@@ -139,6 +139,15 @@ class CommitLog:
         self.write(plan)
         return plan.results, plan.dispatches
 
+    def _append_position(self) -> tuple[int, int]:
+        """(start offset of the file the next record goes to, position in it)."""
+        last = self.log.last
+        if last is None:
+            return 0, 0
+        if last.remaining == 0:
+            return last.start_offset + self.log.file_size, 0
+        return last.start_offset, last.wrote_position
+
     def prepare(self, messages: Sequence[MessageToStore], store_timestamp: int) -> AppendPlan:
         """Encode `messages` back to back from the log's end and assign their
         offsets (queue offsets are taken: `write` or `cancel` must follow).
@@ -152,13 +161,7 @@ class CommitLog:
         segments: list[tuple[int, bytes]] = []
         pending: list[bytes] = []
         file_size = self.log.file_size
-        last = self.log.last
-        if last is None:
-            file_start, position = 0, 0
-        elif last.remaining == 0:
-            file_start, position = last.start_offset + file_size, 0
-        else:
-            file_start, position = last.start_offset, last.wrote_position
+        file_start, position = self._append_position()
         offset = segment_start = start = file_start + position
         space = file_size - position
         queue_offsets = self.queue_offsets
@@ -251,13 +254,7 @@ class CommitLog:
         MessageToStore per entry): see `batch_append`, or when it does not
         fit the current file (the general path closes the file with a blank)."""
         file_size = self.log.file_size
-        last = self.log.last
-        if last is None:
-            file_start, position = 0, 0
-        elif last.remaining == 0:
-            file_start, position = last.start_offset + file_size, 0
-        else:
-            file_start, position = last.start_offset, last.wrote_position
+        file_start, position = self._append_position()
         start = file_start + position
         topic = batch.topic
         topic_bytes = self._topic_bytes.get(topic)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.broker.assembly import BrokerCore, Features, assemble
-from tidemq.broker.config import BrokerConfig
+from tidemq.broker.assembly import BrokerCore
 from tidemq.broker.groups import SubscriptionGroupConfig
 from tidemq.broker.service import (
     BrokerError,
@@ -20,33 +19,18 @@ from tidemq.broker.service import (
 )
 from tidemq.broker.topics import TopicConfig
 from tidemq.common import sysflag
-from tidemq.common.clock import ManualClock
 from tidemq.common.properties import encode_properties
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.heartbeat import ConsumerData
 from tidemq.record.codec import decode_records
 from tidemq.store.api import GetStatus
-from tidemq.store.memory import MemoryMessageStore
+from tidemq.testing.cores import NO_FEATURES, memory_core
 from tidemq.testing.waiting import HANG_GUARD_S
-
-NO_FEATURES = Features(delay=False, timers=False, transactions=False, pop=False)
 
 
 def make_broker(tmp_path: Path, **overrides: object) -> BrokerCore:
     """The state and processors alone: no delay levels, timers, transactions or POP."""
-    config = BrokerConfig(data_dir=tmp_path, **overrides)  # type: ignore[arg-type]
-    clock = ManualClock()
-    store = MemoryMessageStore(clock=clock)
-    broker = assemble(
-        config,
-        store,
-        store_host=b"\x7f\x00\x00\x01",
-        store_port=10911,
-        clock=clock,
-        features=NO_FEATURES,
-    )
-    broker.service.load()
-    return broker
+    return memory_core(tmp_path, NO_FEATURES, **overrides)[0]
 
 
 def send_request(topic: str, body: bytes = b"x", **fields: object) -> SendRequest:

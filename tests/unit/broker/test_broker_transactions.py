@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.broker.assembly import BrokerCore, Features, assemble
-from tidemq.broker.config import BrokerConfig
+from tidemq.broker.assembly import BrokerCore, Features
 from tidemq.broker.processors.transaction import TransactionProcessor
 from tidemq.broker.service import BrokerError, BrokerService, SendRequest, SendResult
 from tidemq.broker.transaction_policy import HALF_TOPIC, OP_TOPIC
@@ -31,6 +30,7 @@ from tidemq.protocol.headers import (
 from tidemq.protocol.heartbeat import HeartbeatData
 from tidemq.record.codec import decode_record, decode_records
 from tidemq.store.memory import MemoryMessageStore
+from tidemq.testing.cores import memory_core
 
 TOPIC = "TxTopic"
 GROUP = "PG_TX"
@@ -73,18 +73,10 @@ def make_broker(
     clock: ManualClock | None = None,
     **overrides: object,
 ) -> Broker:
-    config = BrokerConfig(data_dir=tmp_path, **overrides)  # type: ignore[arg-type]
-    clock = clock or ManualClock()
-    store = store or MemoryMessageStore(clock=clock)
-    core = assemble(
-        config,
-        store,
-        store_host=b"\x7f\x00\x00\x01",
-        store_port=10911,
-        clock=clock,
-        features=Features(delay=False, timers=False, transactions=True, pop=False),
-    )
-    core.service.load()
+    features = Features(delay=False, timers=False, transactions=True, pop=False)
+    core, used, clock = memory_core(tmp_path, features, clock=clock, store=store, **overrides)
+    assert isinstance(used, MemoryMessageStore)
+    store = used
     assert core.transactions is not None
     return Broker(core, store, clock, core.transactions)
 

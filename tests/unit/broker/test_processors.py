@@ -12,8 +12,7 @@ import pytest
 
 import tidemq.broker.processors as processors_package
 from tidemq.broker import handlers as handlers_module
-from tidemq.broker.assembly import BrokerCore, assemble
-from tidemq.broker.config import BrokerConfig
+from tidemq.broker.assembly import ALL_FEATURES, BrokerCore
 from tidemq.broker.handlers import HANDLED_CODES, dispatch_table
 from tidemq.broker.processors.admin import AdminProcessor
 from tidemq.broker.processors.client import ClientProcessor
@@ -21,11 +20,10 @@ from tidemq.broker.processors.pop import PopProcessor
 from tidemq.broker.processors.pull import PullProcessor
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.broker.processors.transaction import TransactionProcessor
-from tidemq.common.clock import ManualClock
 from tidemq.grpc import servicer as servicer_module
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
-from tidemq.store.memory import MemoryMessageStore
+from tidemq.testing.cores import memory_core
 
 PACKAGE_DIR = Path(processors_package.__file__).parent
 PROCESSOR_MODULES = sorted(p for p in PACKAGE_DIR.glob("*.py") if p.name != "__init__.py")
@@ -41,15 +39,7 @@ PROCESSOR_CLASSES = (
 
 @pytest.fixture
 def core(tmp_path: Path) -> BrokerCore:
-    clock = ManualClock()
-    broker = assemble(
-        BrokerConfig(data_dir=tmp_path),
-        MemoryMessageStore(clock=clock),
-        store_host=b"\x7f\x00\x00\x01",
-        store_port=10911,
-        clock=clock,
-    )
-    broker.service.load()
+    broker = memory_core(tmp_path, ALL_FEATURES)[0]
     return broker
 
 

@@ -218,20 +218,7 @@ def test_configure_refuses_classes_of_another_shape() -> None:
     class Wider(MessageExt):
         __slots__ = ("extra",)
 
-    good: dict[str, Any] = dict(
-        protocol_error=ProtocolError,
-        message=Message,
-        message_ext=MessageExt,
-        record_columns=codec.RecordColumns,
-        batch_entry=codec.BatchEntry,
-        inflate=codec._inflate,
-        host_text=codec._host_text,
-        crc32=zlib.crc32,
-        decode_records=codec.decode_records,
-        decode_record_columns=codec.decode_record_columns,
-        encode_batch=codec.encode_batch,
-        split_batch=codec.split_batch,
-    )
+    good: dict[str, Any] = records.compiled_configuration()
     loose = type("Loose", (tuple,), {})  # a tuple subclass with a __dict__
     wrong = [("message_ext", Wider), ("batch_entry", loose), ("message", Wider), ("message", 1)]
     for name, value in wrong:

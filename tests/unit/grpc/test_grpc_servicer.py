@@ -15,14 +15,12 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
-from tidemq.broker.assembly import BrokerCore, Features, assemble
-from tidemq.broker.config import BrokerConfig
+from tidemq.broker.assembly import BrokerCore, Features
 from tidemq.broker.requests import SendResult
 from tidemq.broker.topics import TopicConfig
 from tidemq.broker.transaction_halves import check_command, decode_half
 from tidemq.broker.transaction_policy import HALF_TOPIC
 from tidemq.common import properties as props
-from tidemq.common.clock import ManualClock
 from tidemq.common.message import MessageExt
 from tidemq.grpc.servicer import MessagingServicer
 from tidemq.grpc.telemetry import TelemetryConnection, TelemetrySession
@@ -30,6 +28,7 @@ from tidemq.protocol.codes import ResponseCode
 from tidemq.record.codec import decode_records
 from tidemq.store.memory import MemoryMessageStore
 from tidemq.testing.client_support import grpc_send_request
+from tidemq.testing.cores import memory_core
 
 Code = pb.Code
 TOPIC = "TxT"
@@ -44,18 +43,9 @@ class Broker:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Broker:
-    clock = ManualClock()
-    store = MemoryMessageStore(clock=clock)
-    config = BrokerConfig(data_dir=tmp_path)
-    core = assemble(
-        config,
-        store,
-        store_host=b"\x7f\x00\x00\x01",
-        store_port=10911,
-        clock=clock,
-        features=Features(delay=False, timers=False, transactions=True, pop=False),
+    core, store, _clock = memory_core(
+        tmp_path, Features(delay=False, timers=False, transactions=True, pop=False)
     )
-    core.service.load()
     core.service.topics.update(TopicConfig(TOPIC, read_queue_nums=1, write_queue_nums=1))
     return Broker(core, store, MessagingServicer.of(core))
 

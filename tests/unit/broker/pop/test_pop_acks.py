@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.broker.assembly import Features, assemble
-from tidemq.broker.config import BrokerConfig
+from tidemq.broker.assembly import Features
 from tidemq.broker.groups import SubscriptionGroupConfig
 from tidemq.broker.pop.api import PoppedMessage, PopRequest, ReceiptHandleError
 from tidemq.broker.pop.engine import BrokerPop
@@ -23,7 +22,7 @@ from tidemq.broker.service import BrokerService, SendRequest
 from tidemq.broker.topics import TopicConfig
 from tidemq.common import properties as props
 from tidemq.common.clock import ManualClock
-from tidemq.store.memory import MemoryMessageStore
+from tidemq.testing.cores import memory_core
 
 TOPIC = "PopT"
 FIFO_GROUP = "FifoG"
@@ -39,19 +38,10 @@ class Broker:
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> Broker:
-    config = BrokerConfig(data_dir=tmp_path)
-    clock = ManualClock()
-    store = MemoryMessageStore(clock=clock)
-    core = assemble(
-        config,
-        store,
-        store_host=b"\x7f\x00\x00\x01",
-        store_port=10911,
-        clock=clock,
-        features=Features(delay=False, timers=False, transactions=False, pop=True),
+    core, _store, clock = memory_core(
+        tmp_path, Features(delay=False, timers=False, transactions=False, pop=True)
     )
     service = core.service
-    service.load()
     service.topics.update(TopicConfig(TOPIC, read_queue_nums=1, write_queue_nums=1))
     service.groups.update(SubscriptionGroupConfig(FIFO_GROUP, consume_message_orderly=True))
     service.groups.update(SubscriptionGroupConfig(GROUP))
