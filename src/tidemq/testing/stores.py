@@ -4,6 +4,7 @@ roll, and a compact way to build messages."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 from tidemq.common import properties as props
 from tidemq.store.api import MessageToStore
 from tidemq.store.config import StoreConfig
+from tidemq.store.fs import FaultyFileSystem, SimulatedFile
+from tidemq.testing.waiting import HANG_GUARD_S
 
 
 def small_config(root: Path, **overrides: Any) -> StoreConfig:
@@ -52,3 +55,25 @@ def make_message(
         properties=props.encode_properties(table),
         **fields,
     )
+
+
+class StuckFileSystem(FaultyFileSystem):
+    """A disk whose fsync hangs while `stuck` is set, until `release` is set
+    (or the hang guard passes): a sync-flush timeout without a real slow disk."""
+
+    def __init__(self) -> None:
+        super().__init__(seed=0)
+        self.release = threading.Event()
+        self.stuck = False
+
+    def open_file(self, path: Path, size: int) -> SimulatedFile:
+        simulated = super().open_file(path, size)
+        original = simulated.sync
+
+        def slow_sync() -> None:
+            if self.stuck:
+                self.release.wait(HANG_GUARD_S)
+            original()
+
+        simulated.sync = slow_sync  # type: ignore[method-assign]
+        return simulated  # type: ignore[return-value]

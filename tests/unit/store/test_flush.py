@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from pathlib import Path
 
 from tidemq.store.api import PutStatus
 from tidemq.store.config import FlushMode
 from tidemq.store.file_store import FileMessageStore
-from tidemq.store.fs import FaultyFileSystem, SimulatedFile
-from tidemq.testing.stores import make_message, small_config
+from tidemq.store.fs import FaultyFileSystem
+from tidemq.testing.stores import StuckFileSystem, make_message, small_config
 from tidemq.testing.waiting import wait_until
 
 
@@ -50,27 +49,6 @@ async def test_concurrent_writers_share_fsyncs(tmp_path: Path) -> None:
         assert rounds < 800, f"{rounds} fsync rounds for 800 writes: no group commit"
     finally:
         store.close()
-
-
-class StuckFileSystem(FaultyFileSystem):
-    """A disk whose fsync hangs until released."""
-
-    def __init__(self) -> None:
-        super().__init__(seed=0)
-        self.release = threading.Event()
-        self.stuck = False
-
-    def open_file(self, path: Path, size: int) -> SimulatedFile:  # type: ignore[override]
-        simulated = super().open_file(path, size)
-        original = simulated.sync
-
-        def slow_sync() -> None:
-            if self.stuck:
-                self.release.wait(10)
-            original()
-
-        simulated.sync = slow_sync  # type: ignore[method-assign]
-        return simulated  # type: ignore[return-value]
 
 
 async def test_a_hung_disk_answers_flush_disk_timeout_and_keeps_the_message(

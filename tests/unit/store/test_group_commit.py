@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,9 +16,9 @@ from tidemq.store.api import BatchPutResult, GetStatus, MessageToStore, PutResul
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.file_store import FileMessageStore
 from tidemq.store.flush import FlushService
-from tidemq.store.fs import CrashPlan, FaultyFileSystem, SimulatedFile
+from tidemq.store.fs import CrashPlan, FaultyFileSystem
 from tidemq.store.group_commit import DEFAULT_ALONE_BATCH, DEFAULT_MAX_MESSAGES, GroupCommitter
-from tidemq.testing.stores import make_message, small_config
+from tidemq.testing.stores import StuckFileSystem, make_message, small_config
 from tidemq.testing.waiting import HANG_GUARD_S
 
 
@@ -205,27 +204,6 @@ async def test_sync_mode_waits_for_one_flush_per_group(tmp_path: Path, clock: Ma
         assert store.flush.flushed_offset >= last.physical_offset + last.size
     finally:
         store.close()
-
-
-class StuckFileSystem(FaultyFileSystem):
-    """A disk whose fsync hangs until released."""
-
-    def __init__(self) -> None:
-        super().__init__(seed=0)
-        self.release = threading.Event()
-        self.stuck = False
-
-    def open_file(self, path: Path, size: int) -> SimulatedFile:  # type: ignore[override]
-        simulated = super().open_file(path, size)
-        original = simulated.sync
-
-        def slow_sync() -> None:
-            if self.stuck:
-                self.release.wait(HANG_GUARD_S)
-            original()
-
-        simulated.sync = slow_sync  # type: ignore[method-assign]
-        return simulated  # type: ignore[return-value]
 
 
 async def test_a_group_not_flushed_in_time_is_answered_flush_disk_timeout(
