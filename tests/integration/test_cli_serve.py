@@ -237,3 +237,21 @@ def test_two_brokers_in_cluster_mode(tmp_path: Path) -> None:
         finally:
             for process in brokers:
                 process.kill()
+
+
+@pytest.mark.parametrize("variable", ["TIDEMQ_GC", "TIDEMQ_MALLOC"])
+def test_an_unknown_process_setting_stops_serve_before_it_listens(
+    tmp_path: Path, variable: str
+) -> None:
+    env = {**_env(tmp_path), variable: "fastest"}
+    result = subprocess.run(
+        [sys.executable, "-m", "tidemq.cli.main", *serve_args(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=CLI_DEADLINE_S,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert f"{variable}='fastest'" in result.stderr
+    assert "tidemq ready" not in result.stdout

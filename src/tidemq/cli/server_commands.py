@@ -46,6 +46,8 @@ from tidemq.cli.limits import raise_open_files_limit
 from tidemq.cli.output import console, fail
 from tidemq.common import event_loop
 from tidemq.common.version import __version__
+from tidemq.server.allocator import keep_freed_heap
+from tidemq.server.collector import collector_choice, settle_collector
 from tidemq.store.config import FlushMode
 
 # The servers are imported when a server command runs, so that the admin
@@ -63,6 +65,7 @@ def _abort(message: str) -> NoReturn:
 
 
 def _ready(**addresses: str) -> None:
+    settle_collector()  # the startup heap is built: freeze it (tidemq.server.collector)
     fields = " ".join(f"{key}={value}" for key, value in addresses.items())
     sys.stdout.write(f"tidemq ready {fields}\n")
     sys.stdout.flush()
@@ -122,6 +125,8 @@ async def _start(what: str, address: str, start: Callable[[], Awaitable[Any]]) -
 def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     raise_open_files_limit()
     try:
+        collector_choice()
+        keep_freed_heap()
         loop = event_loop.configured_loop()
     except (ValueError, RuntimeError) as exc:
         _abort(str(exc))

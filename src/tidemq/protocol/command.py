@@ -63,7 +63,7 @@ import msgspec
 
 from .codes import LanguageCode, SerializeType
 from .errors import ProtocolError
-from .frame import MAX_FRAME_SIZE, BytesLike, Frame, FrameDecoder, encode_frame
+from .frame import MAX_FRAME_SIZE, BytesLike, Frame, FrameDecoder, encode_frame, frame_prefix
 
 RESPONSE_FLAG = 0b01
 """Flag bit 0: the command is a response (Java ``RPC_TYPE``)."""
@@ -156,6 +156,18 @@ class RemotingCommand:
         else:
             header = _encode_json_header(self)
         return encode_frame(self.serialize_type, header, self.body)
+
+    def encode_parts(self) -> tuple[bytes, bytes]:
+        """The frame as (length prefix + header, body): for a writer that can
+        send the two with one gathering write, so a large body (a batch of
+        messages, a pull answer) is not copied into a new frame first."""
+        if self.serialize_type == SerializeType.ROCKETMQ:
+            header = _encode_binary_header(self)
+        else:
+            header = _encode_json_header(self)
+        body = self.body
+        prefix = frame_prefix(self.serialize_type, len(header), len(body))
+        return prefix + header, body
 
 
 def decode_command(frame: Frame) -> RemotingCommand:

@@ -50,12 +50,37 @@ def named_fields(code: int, ext_fields: Mapping[str, object]) -> Iterator[tuple[
 
 
 def name_problem(code: int, ext_fields: Mapping[str, object]) -> str | None:
-    """Why the request's names are refused, or None."""
-    for key, kind, value in named_fields(code, ext_fields):
-        problem = validate_topic_name(value) if kind == "topic" else validate_group_name(value)
-        if problem is not None:
-            return problem if key in ("topic", "b", "group", "groupName") else f"{key}: {problem}"
+    """Why the request's names are refused, or None.
+
+    Every request of a busy connection names the same few topics and groups,
+    so names found valid are remembered (`_ACCEPTED`, bounded) and not
+    checked again."""
+    topic_keys, group_keys = TOPIC_KEYS, GROUP_KEYS
+    if code in SEND_V2_CODES:
+        topic_keys, group_keys = _SEND_V2_TOPIC_KEYS, _SEND_V2_GROUP_KEYS
+    for keys, validate in ((topic_keys, validate_topic_name), (group_keys, validate_group_name)):
+        for key in keys:
+            value = ext_fields.get(key)
+            if value is None:
+                continue
+            name = str(value)
+            accepted = _ACCEPTED[validate]
+            if name in accepted:
+                continue
+            problem = validate(name)
+            if problem is not None:
+                named = key in ("topic", "b", "group", "groupName")
+                return problem if named else f"{key}: {problem}"
+            if len(accepted) >= _ACCEPTED_LIMIT:
+                accepted.clear()
+            accepted.add(name)
     return None
+
+
+_ACCEPTED_LIMIT = 4096
+"""Names remembered per kind; valid names are at most 255 characters, so
+this bounds the memory at about 1 MiB per kind."""
+_ACCEPTED: dict[object, set[str]] = {validate_topic_name: set(), validate_group_name: set()}
 
 
 def refuse_bad_names(request: RemotingCommand) -> RemotingCommand | None:

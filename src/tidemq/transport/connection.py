@@ -63,6 +63,7 @@ from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.frame import MAX_FRAME_SIZE
 from tidemq.protocol.sniff import SNIFF_BYTES, foreign_protocol
 
+from .deadlines import Deadlines
 from .errors import RemotingClosedError, RemotingForeignProtocolError, RemotingTimeoutError
 from .frame_budget import FrameAllowance, FrameBudget
 
@@ -127,6 +128,10 @@ class Connection(asyncio.Protocol):
         self._name = name
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._deadlines: Deadlines | None = None
+        """The pending requests' deadlines (made with the first request)."""
+        self._timeouts: dict[int, tuple[int, float]] = {}
+        """Opaque -> (request code, timeout) of each pending request, for the error."""
         self._in_flight = 0
         self._closed = False
         self._writing_paused = False
@@ -228,23 +233,38 @@ class Connection(asyncio.Protocol):
             raise self._closed_error()
         opaque = self._next_free_opaque()
         outgoing = _outgoing(command, opaque, command.flag & ~(RESPONSE_FLAG | ONEWAY_FLAG))
-        data = outgoing.encode()
-        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        head, body = outgoing.encode_parts()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[RemotingCommand] = loop.create_future()
+        deadlines = self._deadlines
+        if deadlines is None:
+            deadlines = self._deadlines = Deadlines(loop, self._time_out)
         self._pending[opaque] = future
+        self._timeouts[opaque] = (command.code, timeout)
+        deadlines.add(opaque, loop.time() + timeout)
         try:
-            self._write(data)
-            async with asyncio.timeout(timeout):
-                return await future
-        except TimeoutError:
-            raise RemotingTimeoutError(
-                f"{request_code_name(command.code)} to {self.remote[0]}:{self.remote[1]} "
-                f"got no response within {timeout:g}s (opaque {opaque})"
-            ) from None
+            self._write_frame(head, body)
+            return await future
         finally:
             if self._pending.get(opaque) is future:
                 del self._pending[opaque]
+            self._timeouts.pop(opaque, None)
+            deadlines.discard(opaque)
             if future.done() and not future.cancelled():
                 future.exception()  # mark retrieved: nobody else will look at it
+
+    def _time_out(self, opaque: int) -> None:
+        """The request's deadline passed: it fails with RemotingTimeoutError (the
+        connection stays open; a late answer is dropped)."""
+        future = self._pending.pop(opaque, None)
+        code, timeout = self._timeouts.pop(opaque, (0, 0.0))
+        if future is not None and not future.done():
+            future.set_exception(
+                RemotingTimeoutError(
+                    f"{request_code_name(code)} to {self.remote[0]}:{self.remote[1]} "
+                    f"got no response within {timeout:g}s (opaque {opaque})"
+                )
+            )
 
     def close(self) -> None:
         """Close after flushing what is queued; pending requests fail now."""
@@ -392,6 +412,17 @@ class Connection(asyncio.Protocol):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
+    def _write_frame(self, head: bytes, body: bytes) -> None:
+        """A frame as its head and body: a large body goes out as its own
+        buffer of the gathering write (no copy into one frame first)."""
+        if len(body) < GATHER_BODY_BYTES:
+            self._write(head + body)
+            return
+        if self._closed or self._loop is None:
+            return
+        self._outbox.append(head)
+        self._write(body)
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         outbox, self._outbox = self._outbox, []
@@ -425,6 +456,9 @@ class Connection(asyncio.Protocol):
         if self._allowance is not None:
             self._allowance.close()
         pending, self._pending = self._pending, {}
+        self._timeouts = {}
+        if self._deadlines is not None:
+            self._deadlines.close()
         for future in pending.values():
             if not future.done():
                 future.set_exception(
@@ -515,7 +549,7 @@ class Connection(asyncio.Protocol):
         response.flag |= RESPONSE_FLAG
         response.serialize_type = request.serialize_type
         try:
-            data = response.encode()
+            head, body = response.encode_parts()
         except ProtocolError as exc:
             logger.error(
                 "%s: response to %s cannot be encoded: %s",
@@ -523,11 +557,18 @@ class Connection(asyncio.Protocol):
                 request_code_name(request.code),
                 exc,
             )
-            data = RemotingCommand.response_to(
-                request, ResponseCode.SYSTEM_ERROR, f"response cannot be encoded: {exc}"
-            ).encode()
-        self._write(data)
+            self._write(
+                RemotingCommand.response_to(
+                    request, ResponseCode.SYSTEM_ERROR, f"response cannot be encoded: {exc}"
+                ).encode()
+            )
+            return
+        self._write_frame(head, body)
 
+
+GATHER_BODY_BYTES = 16 << 10
+"""Bodies from this size are written from their own buffer (below it, one
+copy into the frame is cheaper than another buffer in the write)."""
 
 Handler: TypeAlias = Callable[[RemotingCommand, Connection], Awaitable[RemotingCommand | None]]
 """Answers one request: returns the response, or None to send nothing."""

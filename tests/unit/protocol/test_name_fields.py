@@ -32,3 +32,17 @@ def test_refusals_name_the_problem() -> None:
     origin = name_problem(RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "G", "originTopic": ".."})
     assert origin is not None and origin.startswith("originTopic: ")
     assert refuse_bad_names(RemotingCommand.request(RequestCode.HEART_BEAT, {})) is None
+
+
+def test_remembered_names_stay_bounded_and_never_let_a_bad_name_through() -> None:
+    from tidemq.protocol import name_fields
+
+    code = int(RequestCode.SEND_MESSAGE_V2)
+    for i in range(name_fields._ACCEPTED_LIMIT + 10):
+        assert name_problem(code, {"a": "Producers", "b": f"Topic{i}"}) is None
+    limit = name_fields._ACCEPTED_LIMIT
+    assert all(len(names) <= limit for names in name_fields._ACCEPTED.values())
+    assert name_problem(code, {"a": "Producers", "b": "Topic1"}) is None
+    assert name_problem(code, {"a": "Producers", "b": "../etc"}) is not None
+    assert name_problem(code, {"a": "Producers", "b": ""}) is not None
+    assert name_problem(code, {"a": "bad/group", "b": "Topic1"}) is not None
