@@ -15,6 +15,11 @@ named otherwise:
 - consume: a prefilled topic consumed by an `AsyncPushConsumer` (clustering,
   async listener, consumeMessageBatchMaxSize 32, pull batch 32) from the
   first offset until every message reached the listener [>= 250,000 msgs/s]
+- lite-pull: the same prefilled topic read by the blocking `LitePullConsumer`
+  (subscribe, clustering, auto commit, pull batch `--pull-batch-size`, 32 by
+  default) with `poll()` calls from an application thread, as a user's loop
+  would, until every message was returned [>= 250,000 msgs/s, Redis Streams'
+  XREADGROUP + XACK in the peer harness]
 - latency: `AsyncProducer.send` at 1,000 msgs/s; the time from just before the
   send until the push consumer's listener (batch size 1) sees the message, same
   process, wall clock [p50 <= 0.3 ms, p99 <= 0.5 ms]. Also printed: the
@@ -51,6 +56,7 @@ from pathlib import Path
 from tidemq.client._core.rebalance import ConsumeFromWhere
 from tidemq.client.admin import AdminClient
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeStatus
+from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.client.producer import AsyncProducer
 from tidemq.common import event_loop, sysflag
@@ -377,6 +383,44 @@ async def consume_push(client: RealClient, total: int, batch_max: int = 32) -> f
     return seen / elapsed
 
 
+async def consume_lite_pull(client: RealClient, total: int, pull_batch: int = PULL_BATCH) -> float:
+    """A prefilled topic read with blocking ``LitePullConsumer.poll`` calls on a
+    worker thread (the application's thread); start and shutdown are timed too."""
+    per_queue = total // QUEUES
+    for first in range(0, per_queue * QUEUES, BATCH):  # prefill, not timed
+        await client.send_batch(0, first, BATCH)
+    expected = (per_queue * QUEUES) // BATCH * BATCH
+
+    def drain(deadline: float) -> int:
+        consumer = LitePullConsumer(
+            CONSUMER_GROUP + "Lite",
+            client.server.namesrv,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            pull_batch_size=pull_batch,
+        )
+        consumer.subscribe(client.topic)
+        consumer.start()
+        seen = 0
+        try:
+            while seen < expected and time.perf_counter() < deadline:
+                messages = consumer.poll(1.0)
+                for message in messages:
+                    _ = message.body
+                seen += len(messages)
+        finally:
+            consumer.shutdown()
+        return seen
+
+    started = time.perf_counter()
+    with client.meter:
+        seen = await asyncio.to_thread(drain, started + TIME_LIMIT_S)
+    elapsed = time.perf_counter() - started
+    client.meter.per_message(max(seen, 1))
+    if seen < expected:
+        raise RuntimeError(f"consumed {seen} of {expected}")
+    return seen / elapsed
+
+
 async def latency_push(client: RealClient, total: int, rate: float = 1000.0) -> dict[str, float]:
     sent_at: dict[int, float] = {}
     latencies: list[float] = []
@@ -593,12 +637,19 @@ SCENARIOS = {
         Scenario("send-async", "async", 100_000, 50_000),
         Scenario("produce-batch-sync", "sync", 200_000, 100_000),
         Scenario("consume", "async", 200_000, 250_000),
+        Scenario("lite-pull", "async", 200_000, 250_000),
         Scenario("latency", "async", 5_000, 0.0),
     )
 }
 
 
-async def run_once(scenario: Scenario, server: Server, count: int, raw: bool, batch: int) -> Result:
+CLIENT_ONLY = frozenset({"lite-pull"})
+"""Scenarios that measure the client library itself: no --raw variant."""
+
+
+async def run_once(
+    scenario: Scenario, server: Server, count: int, raw: bool, batch: int, pull_batch: int
+) -> Result:
     client = RawClient(server, "BenchTopic") if raw else RealClient(server, "BenchTopic")
     try:
         await client.setup()
@@ -615,6 +666,10 @@ async def run_once(scenario: Scenario, server: Server, count: int, raw: bool, ba
                 rate = await consume_push(client, count)
             else:
                 rate = await consume(client, count)
+        elif scenario.name == "lite-pull":
+            if not isinstance(client, RealClient):
+                raise SystemExit("lite-pull measures the client library: run it without --raw")
+            rate = await consume_lite_pull(client, count, pull_batch)
         elif scenario.name == "send-async":
             rate = await send_async(client, count)
         else:
@@ -627,13 +682,19 @@ async def run_once(scenario: Scenario, server: Server, count: int, raw: bool, ba
 
 
 def run(
-    scenario: Scenario, count: int, profile_dir: Path | None, index: int, raw: bool, batch: int
+    scenario: Scenario,
+    count: int,
+    profile_dir: Path | None,
+    index: int,
+    raw: bool,
+    batch: int,
+    pull_batch: int,
 ) -> Result:
     root = Path(tempfile.mkdtemp(prefix="tidemq-e2e-"))
     try:
         name = f"{scenario.name}-{index}"
         with running_server(root, scenario.flush, profile_dir, name) as server:
-            return event_loop.run(run_once(scenario, server, count, raw, batch))
+            return event_loop.run(run_once(scenario, server, count, raw, batch, pull_batch))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -662,18 +723,32 @@ def main() -> None:
         "--batch-size", type=int, default=BATCH, help="messages per batch in produce-batch(-sync)"
     )
     parser.add_argument(
+        "--pull-batch-size",
+        type=int,
+        default=PULL_BATCH,
+        help="pull_batch_size of the lite-pull scenario's LitePullConsumer",
+    )
+    parser.add_argument(
         "--raw",
         action="store_true",
         help="drive the broker with the bare remoting client instead of the client library",
     )
     args = parser.parse_args()
-    names = args.scenario or list(SCENARIOS)
+    names = args.scenario or [n for n in SCENARIOS if not (args.raw and n in CLIENT_ONLY)]
     results = []
     for name in names:
         scenario = SCENARIOS[name]
         count = args.messages or scenario.default_count
         runs = [
-            run(scenario, count, args.profile_server, i, args.raw, args.batch_size)
+            run(
+                scenario,
+                count,
+                args.profile_server,
+                i,
+                args.raw,
+                args.batch_size,
+                args.pull_batch_size,
+            )
             for i in range(args.repeat)
         ]
         results.append(median_result(runs))

@@ -159,6 +159,8 @@ def make_message(
     seconds) make it a timer message (see `tidemq.client.timing`); not with a
     delay level."""
     message = Message(topic, body.encode() if isinstance(body, str) else bytes(body), flag=flag)
+    if not (properties or tags or keys or delay_level) and deliver_at is deliver_after is None:
+        return message  # the common case: a body and nothing else to check
     for key, value in (properties or {}).items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise ValueError(f"property {key!r}: names and values must be str")

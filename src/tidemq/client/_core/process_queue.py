@@ -34,7 +34,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from tidemq.common import properties as props
 from tidemq.common.clock import Clock
@@ -67,6 +67,34 @@ def stamp_consume_start(messages: Iterable[MessageExt], now_ms: int) -> None:
     value = str(now_ms)
     for msg in messages:
         msg.properties[props.CONSUME_START_TIME] = value
+
+
+def flow_control_reason(
+    count: int,
+    size_bytes: int,
+    span: int,
+    held: Callable[[], str],
+    max_count: int = DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
+    max_size_mib: int = DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB,
+    max_span: int | None = DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN,
+) -> str | None:
+    """Why the next pull of a queue buffering `count` messages of `size_bytes`
+    body bytes over an offset `span` must wait (flow control), or None to pull now.
+
+    Limits are exclusive (Java pauses when a value is *greater*). The size
+    is compared in whole MiB, rounded down, as Java's
+    ``cachedMessageSizeInMiB > pullThresholdSizeForQueue`` does. Pass
+    ``max_span=None`` for orderly consumption, which has no span limit.
+    `held` describes what is buffered, for the reason's text.
+    """
+    if count > max_count:
+        return f"cached message count {count} > {max_count} ({held()})"
+    size_mib = size_bytes // MiB
+    if size_mib > max_size_mib:
+        return f"cached message size {size_mib} MiB > {max_size_mib} MiB ({held()})"
+    if max_span is not None and span > max_span:
+        return f"offset span {span} > {max_span} ({held()})"
+    return None
 
 
 class ProcessQueue:
@@ -239,21 +267,11 @@ class ProcessQueue:
         max_size_mib: int = DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB,
         max_span: int | None = DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN,
     ) -> str | None:
-        """Why the next pull must wait (flow control), or None to pull now.
-
-        Limits are exclusive (Java pauses when a value is *greater*). The size
-        is compared in whole MiB, rounded down, as Java's
-        ``cachedMessageSizeInMiB > pullThresholdSizeForQueue`` does. Pass
-        ``max_span=None`` for orderly consumption, which has no span limit.
-        """
-        if self._count > max_count:
-            return f"cached message count {self._count} > {max_count} ({self._range()})"
-        size_mib = self._size // MiB
-        if size_mib > max_size_mib:
-            return f"cached message size {size_mib} MiB > {max_size_mib} MiB ({self._range()})"
-        if max_span is not None and self.span > max_span:
-            return f"offset span {self.span} > {max_span} ({self._range()})"
-        return None
+        """Why the next pull must wait (flow control), or None to pull now
+        (see :func:`flow_control_reason`)."""
+        return flow_control_reason(
+            self._count, self._size, self.span, self._range, max_count, max_size_mib, max_span
+        )
 
     def _range(self) -> str:
         if not self._offsets:

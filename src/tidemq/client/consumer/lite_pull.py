@@ -8,13 +8,19 @@ these queues, no rebalance); the two are mutually exclusive.
 
 Every held queue has one owned pull task: it long-polls the queue's master
 (PULL_MESSAGE via :mod:`~tidemq.client.consumer.pull_api`) and appends each
-batch to a ProcessQueue (flow control: messages, MiB and offset span per
-queue, and messages over all queues; over a limit it backs off 50 ms) and to
-the shared buffer ``poll`` reads, so the buffer holds at most about
-``pull_threshold_for_all`` messages. ``poll`` returns one batch (up to
-``pull_batch_size`` messages of one queue, in offset order); a queue's
-consumed position is then the smallest offset it still buffers, or the next
-offset after everything polled.
+batch to the queue's :class:`~tidemq.client.consumer.batch_backlog.BatchBacklog`
+(flow control: messages, MiB and offset span per queue, and messages over all
+queues; over a limit it backs off 50 ms, or less once polls make room) and to
+the shared :class:`~tidemq.client.consumer.poll_buffer.PollBuffer` ``poll``
+reads, so the buffer holds at most about ``pull_threshold_for_all`` messages.
+The queue's ProcessQueue only carries its life (dropped, last pull) for the
+rebalancer. ``poll`` returns one batch (up to ``pull_batch_size`` messages of
+one queue, in offset order). The blocking consumer's ``poll`` takes it on the
+caller's thread, with no round trip to the loop; the loop settles what was
+polled afterwards (the backlog's counters, and the queue's consumed position:
+the pull's next offset after the polled batch), so the position lags the
+polls by a moment, never leads them. Whatever reads positions or counters
+(commits, ``buffered``, releasing a queue) settles first.
 
 Positions are committed to the offset store (the broker when clustering,
 ``offsets.json`` when broadcasting) by ``commit_sync``/``commit_async``, or,
@@ -52,6 +58,7 @@ from tidemq.client._core.rebalance import (
 )
 from tidemq.client._loop import BlockingClient
 from tidemq.client.consumer import queue_offsets
+from tidemq.client.consumer.batch_backlog import BatchBacklog
 from tidemq.client.consumer.listener import MessageModel
 from tidemq.client.consumer.offset_store import (
     BrokerOffsetStore,
@@ -59,6 +66,7 @@ from tidemq.client.consumer.offset_store import (
     ReadOffsetType,
     local_store_owner,
 )
+from tidemq.client.consumer.poll_buffer import PollBuffer, PolledBatch, QueueGate
 from tidemq.client.consumer.pull_api import PullStatus, pull_message
 from tidemq.client.consumer.rebalancer import Rebalancer
 from tidemq.client.consumer.subscription import SubscriptionSpec
@@ -94,17 +102,9 @@ CommitCallback = Callable[[BaseException | None], None]
 """Called on the loop with None after a commit, or with its exception."""
 
 
-@dataclass(slots=True)
-class _Batch:
-    mq: MessageQueue
-    messages: list[MessageExt]
-    generation: int
-    """The queue's generation when pulled; a seek makes older batches stale."""
-
-
 @dataclass(slots=True, eq=False)
 class _QueueState:
-    """One held queue: its buffer, positions and pull task."""
+    """One held queue: its buffer, positions and pull task (used on the loop only)."""
 
     mq: MessageQueue
     pq: ProcessQueue
@@ -112,12 +112,15 @@ class _QueueState:
     pull_offset: int = -1
     """Next offset to pull; -1 = compute the start (stored offset / ConsumeFromWhere)."""
     consumed_offset: int = -1
-    """Next offset after what poll handed out (what a commit stores); -1 = none yet."""
-    generation: int = 0
-    paused: bool = False
-    held: list[_Batch] = field(default_factory=list)
-    """Batches poll met while the queue was paused, given out after resume."""
+    """Next offset after what poll handed out and the loop settled (what a commit
+    stores); -1 = none yet."""
+    backlog: BatchBacklog = field(default_factory=BatchBacklog)
+    """Pulled and not yet settled as polled (flow control)."""
+    gate: QueueGate = field(default_factory=QueueGate)
+    """Generation (seeks), paused and revoked, shared with the pollers' threads."""
     resumed: asyncio.Event = field(default_factory=asyncio.Event)
+    space: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when polls brought the queue back under its flow-control limits."""
     task: asyncio.Task[None] | None = None
 
 
@@ -211,7 +214,12 @@ class AsyncLitePullConsumer(GroupClient):
         self._subscriptions: dict[str, SubscriptionSpec] = {}
         self._assigned: set[MessageQueue] = set()
         self._queues: dict[MessageQueue, _QueueState] = {}
-        self._buffer: asyncio.Queue[_Batch | None] = asyncio.Queue()
+        self._buffer = PollBuffer(on_consumed=self._request_settle)
+        self._batch_ready = asyncio.Event()
+        """Set on the loop when batches become ready (for ``poll`` awaited on the loop)."""
+        self._flow_waiting: set[_QueueState] = set()
+        """Queues whose pull loop waits for room (flow control)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks = TaskSet(f"lite pull consumer {group}")
         self._rebalance_wakeup = asyncio.Event()
         self._next_auto_commit = 0.0
@@ -234,10 +242,11 @@ class AsyncLitePullConsumer(GroupClient):
 
     def buffered(self, mq: MessageQueue | None = None) -> int:
         """Messages pulled but not yet polled, of `mq` or of every held queue."""
+        self._settle()
         if mq is not None:
             state = self._queues.get(mq)
-            return 0 if state is None else state.pq.count
-        return sum(state.pq.count for state in self._queues.values())
+            return 0 if state is None else state.backlog.count
+        return sum(state.backlog.count for state in self._queues.values())
 
     # -- choosing queues ---------------------------------------------------------------
 
@@ -299,6 +308,7 @@ class AsyncLitePullConsumer(GroupClient):
             return
         self._check_open()
         self._state = "running"
+        self._loop = asyncio.get_running_loop()
         try:
             await self._instance.start()
             self._instance.register_consumer(self)
@@ -328,6 +338,8 @@ class AsyncLitePullConsumer(GroupClient):
             await self._instance.close()
             return
         self._state = "stopping"
+        self._buffer.close()  # nothing more is polled: what was, is committed below
+        self._batch_ready.set()
         await self._tasks.cancel_all()
         if self.auto_commit:
             self._commit_in_memory(None)
@@ -348,47 +360,87 @@ class AsyncLitePullConsumer(GroupClient):
         with contextlib.suppress(ClientError):
             await self._instance.unregister(consumer_group=self._group)
         await self._instance.close()
-        self._buffer.put_nowait(None)  # wakes any poll
+        self._buffer.close()  # wakes any poll
+        self._batch_ready.set()
 
     # -- polling ---------------------------------------------------------------------
 
     async def poll(self, timeout_s: float | None = None) -> list[MessageExt]:
         """The next batch of messages of one queue, or [] after `timeout_s` (default
         ``poll_timeout_s``) without any."""
+        timeout = self.poll_timeout(timeout_s)
+        await self.maybe_auto_commit()
+        batch = self._buffer.take()
+        if batch is None and timeout > 0:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            while batch is None and not self._buffer.closed:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                self._batch_ready.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        await self._batch_ready.wait()
+                batch = self._buffer.take()
+        if batch is None:
+            return []
+        self._settle()
+        return batch.messages
+
+    def poll_timeout(self, timeout_s: float | None) -> float:
+        """`timeout_s` or the default, checked; ClientError unless running (any thread)."""
         self._check_running()
         timeout = self.poll_timeout_s if timeout_s is None else timeout_s
         if timeout < 0:
             raise ValueError(f"poll timeout must be >= 0, not {timeout}")
-        await self._maybe_auto_commit()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            remaining = deadline - loop.time()
-            try:
-                if remaining <= 0:
-                    batch = self._buffer.get_nowait()
-                else:
-                    async with asyncio.timeout(remaining):
-                        batch = await self._buffer.get()
-            except (TimeoutError, asyncio.QueueEmpty):
-                return []
-            if batch is None:  # shutting down
-                self._buffer.put_nowait(None)
-                return []
+        return timeout
+
+    def auto_commit_due(self) -> bool:
+        """Whether the next poll commits first (any thread)."""
+        return self.auto_commit and self._clock.monotonic() >= self._next_auto_commit
+
+    def take_polled(self, timeout_s: float) -> list[MessageExt]:
+        """The next ready batch, waiting up to `timeout_s`: ``poll`` without the loop.
+
+        Thread-safe (the one core method that is): the blocking consumer calls it
+        on the application's thread; the loop settles the bookkeeping later.
+        """
+        batch = self._buffer.take(timeout_s)
+        return [] if batch is None else batch.messages
+
+    def _request_settle(self) -> None:
+        """Called by the buffer (on a poller's thread) when polls wait to be settled."""
+        loop = self._loop
+        if loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed at shutdown
+            loop.call_soon_threadsafe(self._settle)
+
+    def _settle(self) -> None:
+        """On the loop: account for the batches polled since the last settle.
+
+        Each one leaves its queue's backlog, and the queue's consumed position moves to
+        the pull's next offset after it (further, to the pull offset, when nothing
+        of the queue is buffered any more: later pulls found nothing to return). A
+        batch polled before a seek is skipped: the seek set the position.
+        """
+        polled = self._buffer.drain_consumed()
+        if not polled:
+            return
+        for batch in polled:
             state = self._queues.get(batch.mq)
-            if state is None or state.pq.dropped or batch.generation != state.generation:
+            if state is None or state.gate is not batch.gate:
                 continue
-            if state.paused:
-                state.held.append(batch)
+            if batch.generation != state.gate.generation:
                 continue
-            offset = state.pq.remove(batch.messages)
-            if state.pq.count == 0 and state.pull_offset >= 0:
-                # Nothing else buffered: everything before the next pull offset
-                # was polled or filtered out by the broker.
-                offset = max(offset, state.pull_offset)
-            if offset >= 0:
-                state.consumed_offset = offset
-            return batch.messages
+            state.backlog.settle(batch)
+            offset = batch.next_offset
+            if state.backlog.count == 0 and state.pull_offset > offset:
+                offset = state.pull_offset
+            state.consumed_offset = offset
+        if self._flow_waiting:
+            self._wake_pull_loops_with_room()
 
     # -- positions -------------------------------------------------------------------
 
@@ -471,19 +523,17 @@ class AsyncLitePullConsumer(GroupClient):
         for mq in queues:
             state = self._queues.get(mq)
             if state is not None:
-                state.paused = True
+                self._buffer.pause(state.gate)
                 state.resumed.clear()
 
     def resume(self, queues: Iterable[MessageQueue]) -> None:
         """Undo ``pause``: pulls start again and held batches go back to poll."""
         for mq in queues:
             state = self._queues.get(mq)
-            if state is None or not state.paused:
+            if state is None or not state.gate.paused:
                 continue
-            state.paused = False
-            for batch in state.held:
-                self._buffer.put_nowait(batch)
-            state.held.clear()
+            self._buffer.resume(state.gate)
+            self._batch_ready.set()
             state.resumed.set()
 
     def _held(self, mq: MessageQueue) -> _QueueState:
@@ -499,15 +549,15 @@ class AsyncLitePullConsumer(GroupClient):
 
     def _reset_position(self, state: _QueueState, offset: int) -> None:
         """Pull and consume `state`'s queue from `offset`; buffered messages are discarded."""
-        state.generation += 1
-        state.pq.clear()
-        state.held.clear()
+        self._buffer.reposition(state.gate)  # no poll returns what was pulled before
+        state.backlog.clear()
         state.pull_offset = offset
         state.consumed_offset = offset
         self._restart_pulling(state)
 
     def _commit_in_memory(self, offsets: Mapping[MessageQueue, int] | None) -> list[MessageQueue]:
         """Put positions in the offset store's memory; the queues to persist."""
+        self._settle()
         if offsets is None:
             chosen = {
                 mq: state.consumed_offset
@@ -533,8 +583,10 @@ class AsyncLitePullConsumer(GroupClient):
         for mq in mqs:
             await self._store.persist(mq, oneway=False)
 
-    async def _maybe_auto_commit(self) -> None:
-        if not self.auto_commit or self._clock.monotonic() < self._next_auto_commit:
+    async def maybe_auto_commit(self) -> None:
+        """Commit the polled positions if the auto-commit interval has passed
+        (``poll`` does, before it takes the next batch)."""
+        if not self.auto_commit_due():
             return
         self._next_auto_commit = self._clock.monotonic() + self.auto_commit_interval_s
         for mq in self._commit_in_memory(None):
@@ -563,9 +615,12 @@ class AsyncLitePullConsumer(GroupClient):
 
     def _drop(self, mq: MessageQueue) -> bool:
         """Stop `mq`'s pulls, forget it and (auto-commit) commit its position in memory."""
-        state = self._queues.pop(mq, None)
+        state = self._queues.get(mq)
         if state is None:
             return False
+        self._buffer.revoke(state.gate)  # from here no poll returns its messages
+        self._settle()  # and what polls returned before counts as consumed
+        del self._queues[mq]
         state.pq.dropped = True
         if state.task is not None:
             state.task.cancel()
@@ -642,17 +697,17 @@ class AsyncLitePullConsumer(GroupClient):
         offsets = self._store.table()
         table: dict[str, Any] = {}
         for mq, state in sorted(self._queues.items()):
-            pq = state.pq
+            backlog = state.backlog
             table[f"{mq.topic}@{mq.broker_name}@{mq.queue_id}"] = {
                 "commitOffset": offsets.get(mq, -1),
                 "pullOffset": state.pull_offset,
                 "consumedOffset": state.consumed_offset,
-                "cachedMsgCount": pq.count,
-                "cachedMsgSizeInMiB": pq.size_bytes // (1024 * 1024),
-                "cachedMsgMinOffset": pq.min_offset if pq.min_offset is not None else 0,
-                "cachedMsgMaxOffset": pq.max_offset,
-                "droped": pq.dropped,
-                "paused": state.paused,
+                "cachedMsgCount": backlog.count,
+                "cachedMsgSizeInMiB": backlog.size_bytes // (1024 * 1024),
+                "cachedMsgMinOffset": backlog.min_offset if backlog.min_offset is not None else 0,
+                "cachedMsgMaxOffset": backlog.max_offset,
+                "droped": state.pq.dropped,
+                "paused": state.gate.paused,
             }
         return {
             "properties": {
@@ -704,11 +759,12 @@ class AsyncLitePullConsumer(GroupClient):
             state.task.cancel()
         state.task = self._tasks.spawn(self._pull_loop(state))
 
-    def _flow_control(self, state: _QueueState) -> str | None:
-        total = self.buffered()
+    def _flow_control(self, state: _QueueState, total: int | None = None) -> str | None:
+        if total is None:
+            total = sum(held.backlog.count for held in self._queues.values())
         if total > self.pull_threshold_for_all:
             return f"{total} messages buffered > {self.pull_threshold_for_all} over all queues"
-        return state.pq.over_limits(
+        return state.backlog.over_limits(
             self.pull_threshold_for_queue,
             self.pull_threshold_size_for_queue_mib,
             self.consume_max_span,
@@ -717,7 +773,7 @@ class AsyncLitePullConsumer(GroupClient):
     async def _pull_loop(self, state: _QueueState) -> None:
         mq = state.mq
         while not state.pq.dropped and self._queues.get(mq) is state:
-            if state.paused:
+            if state.gate.paused:
                 await state.resumed.wait()
                 continue
             reason = self._flow_control(state)
@@ -727,7 +783,7 @@ class AsyncLitePullConsumer(GroupClient):
                     # Backpressure while the application reads a backlog is normal:
                     # INFO (not shown unless asked for), once per 1000 as Java logs it.
                     log.info("%s: flow control on %s: %s", self._group, _describe(mq), reason)
-                await asyncio.sleep(FLOW_CONTROL_BACKOFF_S)
+                await self._wait_for_room(state)
                 continue
             if state.pull_offset < 0:
                 start = await self._rebalancer.compute_pull_from_where(mq)
@@ -739,8 +795,27 @@ class AsyncLitePullConsumer(GroupClient):
                     state.consumed_offset = start
             await self._pull_once(state)
 
+    async def _wait_for_room(self, state: _QueueState) -> None:
+        """Java's 50 ms flow-control back-off, cut short once polls made room: a
+        fixed pause let a fast reader drain the whole buffer and then wait."""
+        state.space.clear()
+        self._flow_waiting.add(state)
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FLOW_CONTROL_BACKOFF_S):
+                    await state.space.wait()
+        finally:
+            self._flow_waiting.discard(state)
+
+    def _wake_pull_loops_with_room(self) -> None:
+        total = sum(held.backlog.count for held in self._queues.values())
+        for state in self._flow_waiting:
+            if self._flow_control(state, total) is None:
+                state.space.set()
+
     async def _pull_once(self, state: _QueueState) -> None:
-        offset, generation = state.pull_offset, state.generation
+        gate = state.gate
+        offset, generation = state.pull_offset, gate.generation
         try:
             result = await pull_message(
                 self._instance,
@@ -755,7 +830,7 @@ class AsyncLitePullConsumer(GroupClient):
             log.warning("%s: pulling %s failed: %s", self._group, _describe(state.mq), exc)
             await asyncio.sleep(PULL_ERROR_BACKOFF_S)
             return
-        if state.pq.dropped or state.generation != generation:
+        if state.pq.dropped or gate.revoked or gate.generation != generation:
             return
         state.pq.mark_pulled()
         if result.status is PullStatus.OFFSET_ILLEGAL:
@@ -768,14 +843,21 @@ class AsyncLitePullConsumer(GroupClient):
                 result.max_offset,
                 result.next_begin_offset,
             )
+        next_offset = result.next_begin_offset
         if result.messages:
-            state.pq.put(result.messages)
-            self._buffer.put_nowait(_Batch(state.mq, result.messages, generation))
-        elif state.pq.count == 0 and not state.held:
-            # Nothing buffered and nothing matched: everything before the next
-            # offset was polled or filtered out, so the position moves too.
-            state.consumed_offset = max(state.consumed_offset, result.next_begin_offset)
-        state.pull_offset = result.next_begin_offset
+            messages = result.messages
+            size = sum(len(message.body) for message in messages)
+            batch = PolledBatch(state.mq, gate, generation, messages, next_offset, size)
+            state.backlog.add(batch)
+            if self._buffer.offer(batch):
+                self._batch_ready.set()
+        else:
+            self._settle()
+            if state.backlog.count == 0:
+                # Nothing buffered and nothing matched: everything before the next
+                # offset was polled or filtered out, so the position moves too.
+                state.consumed_offset = max(state.consumed_offset, next_offset)
+        state.pull_offset = next_offset
 
 
 def _check_range(
@@ -807,7 +889,9 @@ class LitePullConsumer(BlockingClient[AsyncLitePullConsumer]):
 
     Same arguments and methods as the async consumer, without ``await``;
     ``commit_async`` returns a concurrent.futures.Future (its callback runs on
-    the loop thread). ``shutdown()`` also stops the loop thread.
+    the loop thread). ``shutdown()`` also stops the loop thread. ``poll``
+    takes its batch on the calling thread (the other methods run on the loop
+    thread and wait for it); any number of threads may poll.
     """
 
     def __init__(
@@ -879,7 +963,22 @@ class LitePullConsumer(BlockingClient[AsyncLitePullConsumer]):
         self._call(self._core.resume, list(queues))
 
     def poll(self, timeout_s: float | None = None) -> list[MessageExt]:
-        return self._run(self._core.poll(timeout_s))
+        """The next batch, taken on this thread (no round trip to the loop thread,
+        except for the auto-commit once every ``auto_commit_interval_s``)."""
+        if self._loop.in_loop_thread():
+            raise RuntimeError(
+                "a blocking client call was made from its own event loop thread; "
+                "use the async API (tidemq.aio) inside async listeners"
+            )
+        core = self._core
+        if self._stopped:
+            raise ClientError(
+                f"{type(self).__name__} {core.group} is shut down", ResponseCode.SYSTEM_ERROR
+            )
+        timeout = core.poll_timeout(timeout_s)
+        if core.auto_commit_due():
+            self._run(core.maybe_auto_commit())
+        return core.take_polled(timeout)
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
         self._run(self._core.seek(mq, offset))
