@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tidemq.client._send_frame import SendCommand
 from tidemq.client.errors import ClientError
 from tidemq.client.model import (
     PERM_INHERIT,
@@ -208,7 +209,7 @@ class PreparedSend:
         fields = self.fields.copy()
         fields["e"] = str(queue_id)
         fields["g"] = str(born_ms)
-        return RemotingCommand(code=self.code, ext_fields=fields, body=self.body)
+        return SendCommand(code=self.code, ext_fields=fields, body=self.body)
 
 
 class SendCodec:
@@ -282,17 +283,29 @@ class SendCodec:
         body = message.body
         if not isinstance(body, bytes | bytearray | memoryview):
             raise _illegal(topic, f"the body must be bytes, not {type(body).__name__}")
-        if not body:
+        body_size = len(body)
+        if not body_size:
             raise _illegal(topic, "the message body is empty")
         properties = message.properties
         unique_id = properties.get(props.UNIQ_KEY)
         if not unique_id:
             unique_id = properties[props.UNIQ_KEY] = self._unique_id()
         encoded = props.encode_properties(properties)
-        _check_separators(topic, encoded, len(properties))
-        self._check_size(topic, len(body), encoded)
+        count = len(properties)
+        if (
+            encoded.count(props.NAME_VALUE_SEPARATOR) != count
+            or encoded.count(props.PROPERTY_SEPARATOR) != count
+        ):
+            raise _separator_problem(topic)
+        size = len(encoded)  # its bytes, when ASCII: then one comparison checks both limits
+        if not (
+            size <= MAX_PROPERTIES_LENGTH
+            and body_size + size <= self.max_message_size
+            and encoded.isascii()
+        ):
+            self._check_size(topic, body_size, encoded)
         sys_flag = 0
-        if len(body) >= self.compress_over_bytes:
+        if body_size >= self.compress_over_bytes:
             body = zlib.compress(body, COMPRESS_LEVEL)
             sys_flag = sysflag.COMPRESSED
         elif type(body) is not bytes:
@@ -301,8 +314,9 @@ class SendCodec:
             sys_flag |= sysflag.TRANSACTION_PREPARED_TYPE  # a half message (Java sendKernelImpl)
         if is_retry_topic(topic):
             _retry_fields(fields, properties)
-        fields["f"] = str(sys_flag)
-        fields["h"] = str(message.flag)
+        flag = message.flag
+        fields["f"] = "0" if sys_flag == 0 else str(sys_flag)
+        fields["h"] = "0" if flag == 0 else str(flag)
         fields["i"] = encoded
         return PreparedSend(topic, RequestCode.SEND_MESSAGE_V2, body, unique_id, fields)
 
@@ -387,13 +401,10 @@ class SendCodec:
         return ids
 
 
-def _check_separators(topic: str, encoded: str, count: int) -> None:
-    """One \\x01 and one \\x02 per property, else a name or value holds a separator
-    and the broker would read different properties than were set."""
-    if encoded.count(props.NAME_VALUE_SEPARATOR) != count or (
-        encoded.count(props.PROPERTY_SEPARATOR) != count
-    ):
-        raise _illegal(topic, "a property name or value contains a \\x01 or \\x02 character")
+def _separator_problem(topic: str) -> ClientError:
+    """One \\x01 and one \\x02 per property is expected, else a name or value holds
+    a separator and the broker would read different properties than were set."""
+    return _illegal(topic, "a property name or value contains a \\x01 or \\x02 character")
 
 
 def _retry_fields(fields: dict[str, str], properties: Mapping[str, str]) -> None:
@@ -437,16 +448,18 @@ def send_result(
             f"malformed send answer from broker {queue.broker_name}: missing or bad {exc}",
             ResponseCode.SYSTEM_ERROR,
         ) from None
-    return SendResult(
-        status=status,
-        msg_id=prepared.msg_id,
-        offset_msg_id=offset_msg_id,
-        topic=prepared.topic,
-        broker_name=queue.broker_name,
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        transaction_id=_optional_text(fields.get("transactionId")),
-        recall_handle=_optional_text(fields.get("recallHandle")),
+    transaction_id = fields.get("transactionId")
+    recall_handle = fields.get("recallHandle")
+    return SendResult(  # positional: the hot path of every send
+        status,
+        prepared.msg_id,
+        offset_msg_id,
+        prepared.topic,
+        queue.broker_name,
+        queue_id,
+        queue_offset,
+        None if transaction_id is None else _optional_text(transaction_id),
+        None if recall_handle is None else _optional_text(recall_handle),
     )
 
 

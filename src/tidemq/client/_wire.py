@@ -28,7 +28,15 @@ from tidemq.transport.errors import (
     RemotingTimeoutError,
 )
 
-__all__ = ["TRANSPORT_CODES", "AdminError", "ClientError", "call", "first_answer"]
+__all__ = [
+    "CALL_FAILURES",
+    "TRANSPORT_CODES",
+    "AdminError",
+    "ClientError",
+    "call",
+    "call_error",
+    "first_answer",
+]
 
 T = TypeVar("T")
 
@@ -49,23 +57,41 @@ async def call(
     """One request; a failure to get any answer becomes an `error` with an RPC_* code."""
     try:
         return await remoting.invoke(address, command, timeout=timeout)
-    except RemotingConnectError as exc:
-        raise error(
+    except CALL_FAILURES as exc:
+        raise call_error(exc, address, timeout, role=role, error=error) from exc
+
+
+CALL_FAILURES = (RemotingError, ProtocolError, OSError)
+"""What a request can fail with before any answer arrives (see `call_error`)."""
+
+
+def call_error(
+    exc: BaseException,
+    address: str,
+    timeout: float,
+    *,
+    role: str = "broker",
+    error: type[ClientError] = ClientError,
+) -> ClientError:
+    """The `error` (RPC_* code) standing for a request to `address` that got no
+    answer; `exc` is one of CALL_FAILURES. Shared by `call` and the producer's
+    direct path, so both report failures alike."""
+    if isinstance(exc, RemotingConnectError):
+        return error(
             f"cannot reach the {role} at {address} ({connect_reason(exc)})",
             ResponseCode.RPC_SEND_TO_CHANNEL_FAILED,
-        ) from exc
-    except RemotingTimeoutError as exc:
-        raise error(
+        )
+    if isinstance(exc, RemotingTimeoutError):
+        return error(
             f"the {role} at {address} did not answer within {timeout:g} s",
             ResponseCode.RPC_TIME_OUT,
-        ) from exc
-    except RemotingForeignProtocolError as exc:
-        raise error(foreign_peer(address, exc.protocol, role), ResponseCode.RPC_UNKNOWN) from exc
-    except (RemotingError, ProtocolError, OSError) as exc:
-        raise error(
-            f"request to the {role} at {address} failed ({first_line(str(exc)) or exc!r})",
-            ResponseCode.RPC_UNKNOWN,
-        ) from exc
+        )
+    if isinstance(exc, RemotingForeignProtocolError):
+        return error(foreign_peer(address, exc.protocol, role), ResponseCode.RPC_UNKNOWN)
+    return error(
+        f"request to the {role} at {address} failed ({first_line(str(exc)) or exc!r})",
+        ResponseCode.RPC_UNKNOWN,
+    )
 
 
 async def first_answer(

@@ -14,7 +14,9 @@ Behaviour follows Java's DefaultMQProducer (4.9.x):
   transport failures and the broker codes Java retries (RETRY_ON_CODES);
   a send with a chosen queue, selector or sharding key makes one attempt;
 * `send_async` retries only transport failures (as Java's async path), up to
-  `retry_times_when_send_async_failed` times; `send_oneway` tries once;
+  `retry_times_when_send_async_failed` times; its first attempt usually runs
+  without a task (written at once, ended by the answer's callback);
+  `send_oneway` tries once;
 * bodies of at least `compress_over_bytes` travel zlib-compressed; every
   message gets a unique id (UNIQ_KEY) unless it has one.
 """
@@ -26,7 +28,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -50,7 +52,7 @@ from tidemq.client._send import (
     route_from_template,
     send_result,
 )
-from tidemq.client._wire import call
+from tidemq.client._wire import CALL_FAILURES, call, call_error
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.model import SendResult, SendStatus, TopicRoute
@@ -58,7 +60,8 @@ from tidemq.common import properties as props
 from tidemq.common.message import MAX_MESSAGE_SIZE, Message, MessageQueue
 from tidemq.common.message_id import UniqueIdGenerator, host_bytes
 from tidemq.common.tasks import TaskSet
-from tidemq.protocol import RequestCode, ResponseCode
+from tidemq.protocol import RemotingCommand, RequestCode, ResponseCode
+from tidemq.transport.connection import Connection
 
 __all__ = [
     "AsyncProducer",
@@ -156,6 +159,13 @@ class AsyncProducer(GroupClient):
         self._publish: dict[str, _PublishInfo] = {}
         self._route_locks: dict[str, asyncio.Lock] = {}
         self._sends = TaskSet(f"producer {group} async sends")
+        self._direct: set[asyncio.Future[SendResult]] = set()
+        """Async sends whose first attempt runs without a task (`_send_direct`)."""
+        self._live_connection: Callable[[str], Connection | None] = getattr(
+            self._instance.remoting, "live_connection", _no_connection
+        )
+        """The open connection to an address, if any (a remoting without a
+        pool, such as a test double, always goes through `call`)."""
         self._state = "created"
 
     # -- life cycle ---------------------------------------------------------------------
@@ -188,8 +198,10 @@ class AsyncProducer(GroupClient):
             return
         self._state = "closing"
         try:
-            if not await self._sends.wait(self.send_timeout_s):
+            if not await self._wait_for_sends(self.send_timeout_s):
                 log.warning("%s: async sends still running at shutdown are cancelled", self._group)
+            for send in list(self._direct):
+                send.cancel()
             await self._sends.cancel_all()
             await self._instance.unregister(producer_group=self._group)
         finally:
@@ -254,11 +266,37 @@ class AsyncProducer(GroupClient):
         timeout_s: float | None = None,
     ) -> asyncio.Future[SendResult]:
         """Start a send and return its future at once; `callback` gets the
-        SendResult or the exception (invalid messages included) when it ends."""
+        SendResult or the exception (invalid messages included) when it ends.
+
+        With the route, the master and its connection at hand (the steady
+        state), the first attempt is written now and the future is a plain
+        Future ended by the answer's callback: no task, no coroutine per send.
+        A retry, or anything to wait for first, runs in a task as `send` does."""
         self._check_running()
-        task: asyncio.Future[SendResult] = self._sends.spawn(
-            self.send_async_coro(message, queue, selector, arg, sharding_key, timeout_s)
-        )
+        # Prepared here, not in a task: a message that fails its checks still
+        # ends the returned future (through `_failed`).
+        coro: Coroutine[Any, Any, SendResult]
+        try:
+            prepared = self._codec.prepare(message)
+        except Exception as exc:
+            coro = _failed(exc)
+        else:
+            timeout = self.send_timeout_s if timeout_s is None else timeout_s
+            if queue is None and selector is None and sharding_key is None:
+                attempts = 1 + self.retry_times_when_send_async_failed
+                direct, progress = self._send_direct(prepared, timeout, attempts)
+                if direct is not None:
+                    if callback is not None:
+                        direct.add_done_callback(functools.partial(_deliver, callback))
+                    return direct
+                coro = self._send_with_retries(
+                    prepared, timeout, attempts, retry_codes=False, progress=progress
+                )
+            else:
+                coro = self._send_to_chosen(
+                    prepared, message, queue, selector, arg, sharding_key, timeout
+                )
+        task: asyncio.Future[SendResult] = self._sends.spawn(coro)
         if callback is not None:
             task.add_done_callback(functools.partial(_deliver, callback))
         return task
@@ -379,46 +417,74 @@ class AsyncProducer(GroupClient):
     # -- internals ----------------------------------------------------------------------
 
     async def _send_with_retries(
-        self, prepared: PreparedSend, timeout: float, attempts: int, *, retry_codes: bool
+        self,
+        prepared: PreparedSend,
+        timeout: float,
+        attempts: int,
+        *,
+        retry_codes: bool,
+        progress: _Progress | None = None,
     ) -> SendResult:
+        """Up to `attempts` attempts within `timeout`; `progress`: carry on
+        from the attempts made so far (or with the queue already chosen)."""
         clock = self._clock
-        started = clock.monotonic()
+        fault = self._fault
         topic = prepared.topic
+        if progress is None:
+            started = begin = clock.monotonic()
+            progress = _Progress(started, started)
+        else:
+            started, begin = progress.started, progress.begin
+        last_broker = progress.last_broker
+        last_error = progress.last_error
+        last_result = progress.last_result
+        chosen = progress.next_queue
+        made = progress.made
         info = self._publish.get(topic) or await self._publish_info(topic)
-        last_broker: str | None = None
-        last_error: ClientError | None = None
-        last_result: SendResult | None = None
-        made = 0
-        begin = started
-        for _ in range(attempts):
+        for _ in range(attempts - made):
             remaining = timeout - (begin - started)
             if remaining <= 0:
                 break
             info = self._publish.get(topic) or info
-            mq = info.selector.select(last_broker)
-            last_broker = mq.broker_name
+            if chosen is None:
+                mq = info.selector.select(last_broker)
+            else:
+                mq, chosen = chosen, None
+            broker = last_broker = mq.broker_name
             made += 1
             try:
-                address = info.masters.get(mq.broker_name) or await self._address(info, mq)
+                address = info.masters.get(broker) or await self._address(info, mq)
                 command = prepared.request(mq.queue_id, clock.now_ms())
-                response = await call(self._instance.remoting, address, command, remaining)
+                connection = self._live_connection(address)
+                if connection is None:  # none open yet (or a test double): connect first
+                    response = await call(self._instance.remoting, address, command, remaining)
+                else:  # the usual case: straight to the open connection, errors as `call`'s
+                    try:
+                        response = await connection.request(command, remaining, owned=True)
+                    except CALL_FAILURES as exc:
+                        raise call_error(exc, address, remaining) from exc
                 result = send_result(response, prepared, mq)
             except ClientError as exc:
                 end = clock.monotonic()
-                self._update_fault(mq.broker_name, end - begin, isolation=True)
+                self._update_fault(broker, end - begin, isolation=True)
                 begin = end
                 last_error = exc
                 if exc.transport_failure or (retry_codes and exc.code in RETRY_ON_CODES):
                     log.debug("%s: attempt %d failed: %s", self._group, made, exc)
                     continue
                 raise
+            if (
+                result.status is SendStatus.SEND_OK
+                or not self.retry_another_broker_when_not_store_ok
+            ):
+                if fault is not None:  # else no clock read: nothing more needs the time
+                    end = clock.monotonic()
+                    fault.update(broker, int((end - begin) * 1000), False, end)
+                return result
             end = clock.monotonic()
-            self._update_fault(mq.broker_name, end - begin, isolation=False)
+            self._update_fault(broker, end - begin, isolation=False)
             begin = end
-            if result.status != SendStatus.SEND_OK and self.retry_another_broker_when_not_store_ok:
-                last_result = result
-                continue
-            return result
+            last_result = result
         if last_result is not None:
             return last_result
         spent = clock.monotonic() - started
@@ -433,6 +499,112 @@ class AsyncProducer(GroupClient):
             f"{last_error.message}",
             last_error.code,
         ) from last_error
+
+    def _send_direct(
+        self, prepared: PreparedSend, timeout: float, attempts: int
+    ) -> tuple[asyncio.Future[SendResult] | None, _Progress | None]:
+        """The first attempt of an async send without a task, when nothing on
+        its way needs awaiting (route, master and connection at hand): the
+        answer's done callback ends the send, or hands it to the retry loop.
+        Else (None, what to carry on from) for the task path."""
+        info = self._publish.get(prepared.topic)
+        if info is None:
+            return None, None
+        clock = self._clock
+        started = clock.monotonic()
+        mq = info.selector.select(None)
+        address = info.masters.get(mq.broker_name)
+        connection = None if address is None else self._live_connection(address)
+        if address is None or connection is None:
+            return None, _Progress(started, started, next_queue=mq)
+        command = prepared.request(mq.queue_id, clock.now_ms())
+        try:
+            answer = connection.request_nowait(command, timeout, owned=True)
+        except CALL_FAILURES:  # closed meanwhile, or unencodable: nothing was sent
+            return None, _Progress(started, started, next_queue=mq)
+        send: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+        self._direct.add(send)
+        answer.add_done_callback(
+            functools.partial(
+                self._direct_answered, send, prepared, mq, address, timeout, attempts, started
+            )
+        )
+        return send, None
+
+    def _direct_answered(
+        self,
+        send: asyncio.Future[SendResult],
+        prepared: PreparedSend,
+        mq: MessageQueue,
+        address: str,
+        timeout: float,
+        attempts: int,
+        begin: float,
+        answer: asyncio.Future[RemotingCommand],
+    ) -> None:
+        """The first attempt's answer: as the retry loop's first iteration."""
+        error = None if answer.cancelled() else answer.exception()
+        if send.done():  # cancelled by its caller or by shutdown
+            self._direct.discard(send)
+            return
+        clock = self._clock
+        broker = mq.broker_name
+        try:
+            if answer.cancelled():
+                raise ClientError("the request was cancelled", ResponseCode.RPC_UNKNOWN)
+            if error is not None:
+                raise call_error(error, address, timeout) from error
+            result = send_result(answer.result(), prepared, mq)
+        except ClientError as exc:
+            end = clock.monotonic()
+            self._update_fault(broker, end - begin, isolation=True)
+            if exc.transport_failure:  # async sends retry nothing else (as Java)
+                log.debug("%s: attempt 1 failed: %s", self._group, exc)
+                progress = _Progress(begin, end, 1, broker, last_error=exc)
+                self._resume(send, prepared, timeout, attempts, progress)
+                return
+            self._direct.discard(send)
+            send.set_exception(exc)
+            return
+        if result.status is SendStatus.SEND_OK or not self.retry_another_broker_when_not_store_ok:
+            fault = self._fault
+            if fault is not None:
+                end = clock.monotonic()
+                fault.update(broker, int((end - begin) * 1000), False, end)
+            self._direct.discard(send)
+            send.set_result(result)
+            return
+        end = clock.monotonic()
+        self._update_fault(broker, end - begin, isolation=False)
+        progress = _Progress(begin, end, 1, broker, last_result=result)
+        self._resume(send, prepared, timeout, attempts, progress)
+
+    def _resume(
+        self,
+        send: asyncio.Future[SendResult],
+        prepared: PreparedSend,
+        timeout: float,
+        attempts: int,
+        progress: _Progress,
+    ) -> None:
+        """Carry a send on in the retry loop (a task); its outcome ends `send`."""
+        task = self._sends.spawn(
+            self._send_with_retries(
+                prepared, timeout, attempts, retry_codes=False, progress=progress
+            )
+        )
+        task.add_done_callback(functools.partial(_settle, send, self._direct))
+
+    async def _wait_for_sends(self, timeout: float) -> bool:
+        """Wait up to `timeout` for every async send; False if some still run."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._direct:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            await asyncio.wait(set(self._direct), timeout=remaining)
+        return await self._sends.wait(deadline - loop.time())
 
     async def _send_to_chosen(
         self,
@@ -589,6 +761,49 @@ def _deliver(
         callback(outcome)
     except Exception:
         log.exception("send callback %r failed", callback)
+
+
+@dataclass(slots=True)
+class _Progress:
+    """Where a send stands, for the retry loop to carry on from."""
+
+    started: float
+    begin: float
+    """Clock.monotonic() of the send's start and of the next attempt's."""
+    made: int = 0
+    last_broker: str | None = None
+    last_error: ClientError | None = None
+    last_result: SendResult | None = None
+    next_queue: MessageQueue | None = None
+    """Chosen already for the next attempt."""
+
+
+def _settle(
+    send: asyncio.Future[SendResult],
+    sends: set[asyncio.Future[SendResult]],
+    task: asyncio.Future[SendResult],
+) -> None:
+    """End `send` as its retry task ended."""
+    sends.discard(send)
+    if task.cancelled():
+        send.cancel()
+        return
+    error = task.exception()
+    if send.done():
+        return
+    if error is not None:
+        send.set_exception(error)
+    else:
+        send.set_result(task.result())
+
+
+async def _failed(exc: BaseException) -> SendResult:
+    """A send that failed before it started (its future carries `exc`)."""
+    raise exc
+
+
+def _no_connection(address: str) -> Connection | None:
+    return None
 
 
 def _ip_bytes(address: str) -> bytes | None:

@@ -158,6 +158,10 @@ class UniqueIdGenerator:
         """Time part of the last id; never decreases within a month."""
         self._first_counter = 0
         """Counter of the first id issued with time part `_time`."""
+        self._head_time = -1
+        self._head = ""
+        """`_prefix` and the hex time part `_head_time`: ids made within one
+        millisecond share it, so most ids format only their counter."""
 
     @property
     def prefix(self) -> str:
@@ -179,7 +183,11 @@ class UniqueIdGenerator:
             elif counter == self._first_counter:
                 self._time += 1
             time_part = self._time
-        return f"{self._prefix}{time_part & 0xFFFFFFFF:08X}{counter:04X}"
+            if time_part != self._head_time:
+                self._head = f"{self._prefix}{time_part & 0xFFFFFFFF:08X}"
+                self._head_time = time_part
+            head = self._head
+        return f"{head}{counter:04X}"
 
     __call__ = next_id
 

@@ -222,19 +222,52 @@ class Connection(asyncio.Protocol):
         )
         self._write(outgoing.encode())
 
-    async def request(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
+    async def request(
+        self, command: RemotingCommand, timeout: float, *, owned: bool = False
+    ) -> RemotingCommand:
         """Send ``command`` with a fresh opaque and wait for the peer's response.
 
-        The caller's command is not modified. Raises RemotingTimeoutError after
-        ``timeout`` seconds (the connection stays open; a late answer is
-        dropped) and RemotingClosedError if the connection closes first.
+        The caller's command is not modified, unless ``owned``: a caller that
+        made the command for this one request gives it up, and it goes out
+        with its opaque and flag set in place (no copy). Raises
+        RemotingTimeoutError after ``timeout`` seconds (the connection stays
+        open; a late answer is dropped) and RemotingClosedError if the
+        connection closes first.
         """
+        opaque, future = self._start_request(command, timeout, owned)
+        try:
+            return await future
+        finally:
+            if self._pending.get(opaque) is future:  # abandoned (cancelled) while waiting
+                self._forget(opaque)
+            if future.done() and not future.cancelled():
+                future.exception()  # mark retrieved: nobody else will look at it
+
+    def request_nowait(
+        self, command: RemotingCommand, timeout: float, *, owned: bool = False
+    ) -> asyncio.Future[RemotingCommand]:
+        """`request` without the coroutine: the frame is queued now and the
+        returned future gets the response or the error `request` would raise.
+        For a caller that continues in a done callback (no task per request);
+        the request is dropped when it is answered, times out or the
+        connection closes, so the future needs no clean-up."""
+        return self._start_request(command, timeout, owned)[1]
+
+    def _start_request(
+        self, command: RemotingCommand, timeout: float, owned: bool
+    ) -> tuple[int, asyncio.Future[RemotingCommand]]:
         if self._closed:
             raise self._closed_error()
         opaque = self._next_free_opaque()
-        outgoing = _outgoing(command, opaque, command.flag & ~(RESPONSE_FLAG | ONEWAY_FLAG))
+        flag = command.flag & ~(RESPONSE_FLAG | ONEWAY_FLAG)
+        if owned:
+            outgoing = command
+            outgoing.opaque = opaque
+            outgoing.flag = flag
+        else:
+            outgoing = _outgoing(command, opaque, flag)
         head, body = outgoing.encode_parts()
-        loop = asyncio.get_running_loop()
+        loop = self._loop or asyncio.get_running_loop()
         future: asyncio.Future[RemotingCommand] = loop.create_future()
         deadlines = self._deadlines
         if deadlines is None:
@@ -242,16 +275,16 @@ class Connection(asyncio.Protocol):
         self._pending[opaque] = future
         self._timeouts[opaque] = (command.code, timeout)
         deadlines.add(opaque, loop.time() + timeout)
-        try:
-            self._write_frame(head, body)
-            return await future
-        finally:
-            if self._pending.get(opaque) is future:
-                del self._pending[opaque]
-            self._timeouts.pop(opaque, None)
+        self._write_frame(head, body)
+        return opaque, future
+
+    def _forget(self, opaque: int) -> None:
+        """Drop a pending request's bookkeeping (answered, or abandoned by its caller)."""
+        self._pending.pop(opaque, None)
+        self._timeouts.pop(opaque, None)
+        deadlines = self._deadlines
+        if deadlines is not None:
             deadlines.discard(opaque)
-            if future.done() and not future.cancelled():
-                future.exception()  # mark retrieved: nobody else will look at it
 
     def _time_out(self, opaque: int) -> None:
         """The request's deadline passed: it fails with RemotingTimeoutError (the
@@ -476,7 +509,12 @@ class Connection(asyncio.Protocol):
         raise AssertionError("unreachable: more pending requests than opaques tried")
 
     def _complete(self, response: RemotingCommand) -> None:
-        future = self._pending.pop(response.opaque, None)
+        opaque = response.opaque
+        future = self._pending.pop(opaque, None)
+        if future is not None:
+            self._timeouts.pop(opaque, None)
+            if self._deadlines is not None:
+                self._deadlines.discard(opaque)
         if future is None or future.done():
             logger.debug(
                 "%s: %r dropped a response with unknown opaque %d (late or unsolicited)",

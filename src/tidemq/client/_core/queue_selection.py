@@ -41,11 +41,21 @@ ISOLATION_LATENCY_MS = 30000
 """A failed send counts as this latency (4.9.x), hence a 600 s pause."""
 
 
+_STEPS_LONGEST_FIRST = tuple(
+    zip(reversed(LATENCY_MAX_MS), reversed(NOT_AVAILABLE_DURATION_MS), strict=True)
+)
+_FIRST_PAUSING_MS = min(
+    (t for t, d in zip(LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, strict=True) if d > 0),
+    default=1 << 62,
+)
+"""Latencies below this never pause a broker (the common case: one comparison)."""
+
+
 def not_available_duration_ms(latency_ms: int) -> int:
     """How long a broker is avoided after a send of this latency."""
-    for threshold, duration in zip(
-        reversed(LATENCY_MAX_MS), reversed(NOT_AVAILABLE_DURATION_MS), strict=True
-    ):
+    if latency_ms < _FIRST_PAUSING_MS:
+        return 0
+    for threshold, duration in _STEPS_LONGEST_FIRST:
         if latency_ms >= threshold:
             return duration
     return 0
@@ -70,16 +80,40 @@ class LatencyFaultTolerance:
         self._clock = clock
         self._items: dict[str, _FaultItem] = {}
         self._worst_index = (rng or random.Random()).randrange(1 << 31)
+        self._paused_until = 0.0
+        """No broker is paused from this Clock.monotonic() time on (an upper
+        bound: the latest pause ever recorded), so selection can skip the
+        per-broker checks while nothing is paused."""
 
-    def update(self, broker_name: str, latency_ms: int, isolation: bool) -> None:
-        """Record a send to `broker_name`; `isolation` means the send failed."""
+    def update(
+        self, broker_name: str, latency_ms: int, isolation: bool, now: float | None = None
+    ) -> None:
+        """Record a send to `broker_name`; `isolation` means the send failed.
+        `now` is Clock.monotonic() when the caller has just read it."""
         duration = not_available_duration_ms(ISOLATION_LATENCY_MS if isolation else latency_ms)
-        available_at = self._clock.monotonic() + duration / 1000
-        self._items[broker_name] = _FaultItem(broker_name, latency_ms, available_at)
-
-    def is_available(self, broker_name: str) -> bool:
+        available_at = (self._clock.monotonic() if now is None else now) + duration / 1000
         item = self._items.get(broker_name)
-        return item is None or self._clock.monotonic() >= item.available_at
+        if item is None:
+            self._items[broker_name] = _FaultItem(broker_name, latency_ms, available_at)
+        else:  # replaced in place: the same record, one allocation less per send
+            item.latency_ms = latency_ms
+            item.available_at = available_at
+        if duration and available_at > self._paused_until:
+            self._paused_until = available_at
+
+    def is_available(self, broker_name: str, now: float | None = None) -> bool:
+        item = self._items.get(broker_name)
+        if item is None:
+            return True
+        return (self._clock.monotonic() if now is None else now) >= item.available_at
+
+    def clock_now(self) -> float:
+        """The injected clock's Clock.monotonic()."""
+        return self._clock.monotonic()
+
+    def none_paused(self, now: float) -> bool:
+        """True when every broker is available at `now` (Clock.monotonic())."""
+        return now >= self._paused_until
 
     def remove(self, broker_name: str) -> None:
         self._items.pop(broker_name, None)
@@ -151,11 +185,14 @@ class QueueSelector:
 
     def select(self, last_broker: str | None = None) -> MessageQueue:
         fault = self._fault
+        if last_broker is None and (fault is None or fault.none_paused(fault.clock_now())):
+            return self._next()  # a first attempt with every broker available: step 1 at once
         if fault is None:
             mq = self._next_matching(lambda q: q.broker_name != last_broker)
             return mq or self._next()
+        now = fault.clock_now()
         mq = self._next_matching(
-            lambda q: q.broker_name != last_broker and fault.is_available(q.broker_name)
+            lambda q: q.broker_name != last_broker and fault.is_available(q.broker_name, now)
         )
         if mq is not None:
             return mq
