@@ -136,6 +136,7 @@ class FileMessageStore:
             flush_derived=self._flush_derived,
             commitlog_interval_ms=config.flush_interval_commitlog_ms,
             derived_interval_ms=config.flush_interval_consumequeue_ms,
+            prepare_commitlog=self.commitlog.log.zero_ahead,
         )
         self._open = False
         self._closed = False

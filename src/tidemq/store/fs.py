@@ -20,6 +20,26 @@ written. Bytes that already hold data have their blocks, so overwriting them
 Holes must not even be read through the mapping: on tmpfs a read fault takes
 a page as well, so scans past the written end ask `data_ranges` first.
 `FaultyFileSystem` can be given a capacity to run out of.
+
+Zeros ahead (`zero_ahead`, for a log synced after every append: the
+sync-flush commitlog): blocks reserved with fallocate are *unwritten*
+extents, and the first sync of each stretch of them must convert them to
+written ones, a journal commit that roughly doubles an fdatasync. Writing
+zeros there first (plain `pwrite`s a step at a time, synced with the next
+data) leaves written blocks behind, so later syncs only write data. The
+zeros are written beyond the end of every append made or under way, and an
+append that would reach a stretch being zeroed waits for it: zeros never
+land on data.
+
+Once a file gets zeros ahead, its appends (`append_at`) go through `pwrite`
+too, not the mapping. A store through a mapping dirties its whole folio, and
+the zeros' large pwrites fill the page cache with large folios (megabytes):
+each fdatasync would write far more than was appended. A mapped store also
+faults again on every page the last sync cleaned. `pwrite` dirties only the
+blocks it writes and takes no fault; it costs a system call per append,
+which only pays where every append is synced, so other files keep writing
+through the mapping. Reads stay zero-copy slices of the mapping either way
+(Linux keeps both views of the page cache coherent).
 """
 
 from __future__ import annotations
@@ -53,6 +73,19 @@ class StoreFile(Protocol):
 
     def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Write at `pos`, reserving blocks first (NoSpaceError: nothing written)."""
+        ...
+
+    def append_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Write a log's next bytes at `pos`: the same as `write`, but safe
+        beside `zero_ahead` and, in a file that gets zeros ahead, cheaper to sync."""
+        ...
+
+    def zero_ahead(self, start: int, end: int, step: int) -> int:
+        """Unless zeros reach `end` already, write up to `step` bytes of them
+        from `start` or past what was zeroed before, never before the end of
+        an append made or under way and never past the reserved prefix, where
+        they make later syncs cheaper: how many were written (0: nothing to do
+        or to gain). Bytes from `start` on must hold nothing but zeros."""
         ...
 
     @property
@@ -159,8 +192,23 @@ class FixedSizeFile:
     def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
         return [(start, end)] if start < end else []
 
+    def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        raise NotImplementedError
+
+    def append_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        self.write(pos, data)
+
+    def zero_ahead(self, start: int, end: int, step: int) -> int:
+        """Nothing to gain where blocks are not real (see MmapFile)."""
+        return 0
+
 
 _MADV_POPULATE_WRITE = 23
+ZERO_STEP = 1 << 20
+"""Zeros written by one `zero_ahead` call, at most: one pwrite of this size
+takes a fraction of a millisecond, and an append that catches up with the
+zeros waits for no more than that."""
+_ZEROS = bytes(ZERO_STEP)
 _FALLOCATE_UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 
 
@@ -185,12 +233,96 @@ class MmapFile(FixedSizeFile):
         self._view = memoryview(self._mmap)
         self._closed = False
         self._fallocate_unsupported = False
+        self._zeroing = threading.Condition(threading.Lock())
+        """Taken by `zero_ahead` and `close`, by an append only when it must
+        wait for zeros (see `append_at`); notified when a stretch is written."""
+        self._written_end = 0
+        """End of the furthest write made or under way: zeros go only past it.
+        Set by the writer's thread alone."""
+        self._zeroing_from = size
+        """Start of the stretch being zeroed now (the size when none is)."""
+        self._zeroed_end = 0
+        """Zeros were written up to here (past `_written_end`, they still hold)."""
+        self._append_by_pwrite = False
+        """Set once zeros are written ahead: see the module docstring."""
 
     def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         end = self._check_range(pos, len(data))
         if end > self._reserved:
             self._ensure_blocks(pos, end)
+        if end > self._written_end:
+            self._written_end = end
         self._mmap[pos:end] = data
+
+    def append_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """After making sure no zeros are being written where the bytes go;
+        with `pwrite` once the file gets zeros ahead (see the module docstring).
+
+        No lock on this path, which every append takes: the append first
+        makes its end known, then looks for a stretch being zeroed, while
+        `zero_ahead` first claims its stretch, then looks at that end again.
+        The GIL runs those steps one at a time in some order, so one of the
+        two always sees the other: the zeros back off, or the append waits."""
+        length = len(data)
+        end = self._check_range(pos, length)
+        if end > self._reserved:
+            self._ensure_blocks(pos, end)
+        if end > self._written_end:
+            self._written_end = end
+        if end > self._zeroing_from:
+            self._wait_for_zeros(end)
+        if not self._append_by_pwrite:
+            self._mmap[pos:end] = data
+            return
+        try:
+            written = os.pwrite(self._fd, data, pos)
+            while written < length:  # a regular file writes everything or fails; be sure
+                written += os.pwrite(self._fd, memoryview(data)[written:], pos + written)
+        except OSError as exc:
+            if is_no_space(exc):
+                raise NoSpaceError(exc.errno, exc.strerror, str(self._path)) from None
+            raise
+
+    def _wait_for_zeros(self, end: int) -> None:
+        """Caught up with the zeros: wait for their stretch (one step's pwrite)."""
+        with self._zeroing:
+            while end > self._zeroing_from:
+                self._zeroing.wait()
+
+    def zero_ahead(self, start: int, end: int, step: int) -> int:
+        """A whole step at a time: each stretch of new blocks costs the sync
+        that first writes it a journal commit, so the zeros come in few large
+        stretches rather than a little ahead of every append. From a page
+        boundary (a page's block becomes a written one only if the whole page
+        is), past every write this file saw, and only over reserved blocks:
+        the zeros take no block the file would not hold anyway. Meant for a
+        thread other than the writer's (the flush thread): the writer appends
+        meanwhile, and waits only if it reaches the stretch being zeroed.
+        `write` is not coordinated with this: only `append_at` may run at the
+        same time."""
+        with self._zeroing:
+            limit = min(end, self._reserved)
+            if self._closed or self._zeroed_end >= limit:
+                return 0
+            start = max(page_ceil(start), page_ceil(self._written_end), self._zeroed_end)
+            stop = min(self._reserved, start + min(step, len(_ZEROS)))
+            if stop <= start:
+                return 0
+            self._zeroing_from = start  # the claim first, then the append's end again
+            if page_ceil(self._written_end) > start:  # an append got there meanwhile
+                self._zeroing_from = self._size
+                self._zeroing.notify_all()
+                return 0
+            self._append_by_pwrite = True
+        written = 0
+        try:
+            written = os.pwrite(self._fd, memoryview(_ZEROS)[: stop - start], start)
+        finally:
+            with self._zeroing:
+                self._zeroing_from = self._size
+                self._zeroed_end = max(self._zeroed_end, start + written)
+                self._zeroing.notify_all()
+        return written
 
     def _allocate(self, start: int, end: int) -> None:
         if end <= start or self._fallocate_unsupported:
@@ -239,7 +371,10 @@ class MmapFile(FixedSizeFile):
     def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
+        with self._zeroing:
+            self._closed = True  # no zeros start from now on
+            while self._zeroing_from < self._size:  # nor is any still being written
+                self._zeroing.wait()
         self._view.release()
         # Readers may still hold slices (a response being sent): then the
         # mapping is released when the last slice is garbage collected.

@@ -11,6 +11,10 @@ store reserves a whole batch's bytes, and the consumequeue entries and index
 entries it will need, before the first byte goes to the commitlog. A file the
 log will need next is then created at once but kept aside (`_prepared`) until
 the log reaches it, so it is never seen as the log's end.
+
+A log synced after every write (the commitlog in sync-flush mode) can have
+zeros written ahead of its end (`zero_ahead`, called by the flush thread): see
+`fs` for why that makes each fdatasync cheaper.
 """
 
 from __future__ import annotations
@@ -20,10 +24,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tidemq.store.fs import FileSystem, NoSpaceError, StoreFile
+from tidemq.store.fs import ZERO_STEP, FileSystem, NoSpaceError, StoreFile
 from tidemq.store.space import DEFAULT_RESERVE_CHUNK, PAGE_SIZE, reservation_end
 
 ZERO_CHUNK = bytes(1 << 20)
+ZERO_LEAD = 4 << 20
+"""How far ahead of the log's end `zero_ahead` keeps zeros: at 100 MB/s of
+appends, 40 ms of them (the flush thread adds a step after each sync; it
+syncs thousands of times a second when writers wait for it). Zeros go only
+over blocks reserved already, so the disk holds no more blocks than before."""
 
 
 def file_name(start_offset: int) -> str:
@@ -57,7 +66,7 @@ class MappedFile:
         end = self.wrote_position + len(data)
         if end > self.file.reserved:
             self.reserve(end)
-        self.file.write(self.wrote_position, data)
+        self.file.append_at(self.wrote_position, data)
         self.wrote_position = end
         self.dirty = True
 
@@ -232,6 +241,18 @@ class MappedFileQueue:
                 mapped.flushed_position = wrote
             flushed = mapped.start_offset + mapped.flushed_position
         return flushed
+
+    def zero_ahead(self, lead: int = ZERO_LEAD, step: int = ZERO_STEP) -> int:
+        """Write the next step of zeros ahead of the log's end, up to `lead`
+        bytes past it, in the last file (a new file gets its zeros once the
+        log is in it). For the flush thread, between syncs: the zeros reach
+        the disk with the next sync. Returns how many bytes were zeroed."""
+        with self._lock:
+            last = self.files[-1] if self.files else None
+        if last is None:
+            return 0
+        wrote = last.wrote_position
+        return last.file.zero_ahead(wrote, wrote + lead, step)
 
     @property
     def flushed_offset(self) -> int:
