@@ -31,15 +31,18 @@ zeros are written beyond the end of every append made or under way, and an
 append that would reach a stretch being zeroed waits for it: zeros never
 land on data.
 
-Once a file gets zeros ahead, its appends (`append_at`) go through `pwrite`
-too, not the mapping. A store through a mapping dirties its whole folio, and
-the zeros' large pwrites fill the page cache with large folios (megabytes):
-each fdatasync would write far more than was appended. A mapped store also
-faults again on every page the last sync cleaned. `pwrite` dirties only the
-blocks it writes and takes no fault; it costs a system call per append,
-which only pays where every append is synced, so other files keep writing
-through the mapping. Reads stay zero-copy slices of the mapping either way
-(Linux keeps both views of the page cache coherent).
+A log's appends (`append_at`) go through `pwrite`, not the mapping. A store
+through a mapping first faults the page in, and the fault reads around it:
+the page cache fills large folios, zeroed whole for blocks not written yet,
+far ahead of the bytes appended. That zeroing was the largest single cost of
+a batch append (about half the broker's CPU under a batch produce load,
+perf: `zero_user_segments` under `filemap_fault`); `pwrite` copies into the
+page cache without a fault and zeroes at most the rest of the page it
+starts. In a synced log it also dirties only the blocks it writes, where a
+mapped store dirties its whole folio and each fdatasync writes far more than
+was appended. Reads stay zero-copy slices of the mapping (Linux keeps both
+views of the page cache coherent); other writes (consumequeue entries,
+recovery zeroing a torn tail) go through the mapping as before.
 """
 
 from __future__ import annotations
@@ -243,8 +246,6 @@ class MmapFile(FixedSizeFile):
         """Start of the stretch being zeroed now (the size when none is)."""
         self._zeroed_end = 0
         """Zeros were written up to here (past `_written_end`, they still hold)."""
-        self._append_by_pwrite = False
-        """Set once zeros are written ahead: see the module docstring."""
 
     def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         end = self._check_range(pos, len(data))
@@ -255,8 +256,8 @@ class MmapFile(FixedSizeFile):
         self._mmap[pos:end] = data
 
     def append_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        """After making sure no zeros are being written where the bytes go;
-        with `pwrite` once the file gets zeros ahead (see the module docstring).
+        """With `pwrite` (see the module docstring), after making sure no zeros
+        are being written where the bytes go.
 
         No lock on this path, which every append takes: the append first
         makes its end known, then looks for a stretch being zeroed, while
@@ -271,9 +272,6 @@ class MmapFile(FixedSizeFile):
             self._written_end = end
         if end > self._zeroing_from:
             self._wait_for_zeros(end)
-        if not self._append_by_pwrite:
-            self._mmap[pos:end] = data
-            return
         try:
             written = os.pwrite(self._fd, data, pos)
             while written < length:  # a regular file writes everything or fails; be sure
@@ -313,7 +311,6 @@ class MmapFile(FixedSizeFile):
                 self._zeroing_from = self._size
                 self._zeroing.notify_all()
                 return 0
-            self._append_by_pwrite = True
         written = 0
         try:
             written = os.pwrite(self._fd, memoryview(_ZEROS)[: stop - start], start)
