@@ -22,7 +22,7 @@ def _extension(name: str, libraries: tuple[str, ...] = ()) -> Extension:
     return Extension(
         f"tidemq.record.{name}",
         [f"src/tidemq/record/{name}.c"],
-        depends=["src/tidemq/record/_native_common.h"],
+        depends=["src/tidemq/record/_native_common.h", "src/tidemq/record/_property_text.h"],
         extra_compile_args=_FLAGS,
         libraries=list(libraries),
         optional=True,
@@ -30,4 +30,10 @@ def _extension(name: str, libraries: tuple[str, ...] = ()) -> Extension:
 
 
 # zlib (crc32) comes with the Python headers: Debian's libpython3-dev depends on zlib1g-dev.
-setup(ext_modules=[_extension("_records"), _extension("_append", ("z",))])
+setup(
+    ext_modules=[
+        _extension("_records"),
+        _extension("_append", ("z",)),
+        _extension("_transactions", ("z",)),
+    ]
+)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import tidemq
+from tidemq.record.native import COMPILED_MODULES
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +67,7 @@ def test_the_wheel_holds_every_module_and_runs_outside_the_checkout(tmp_path: Pa
     }
     assert modules <= names, sorted(modules - names)
     assert "tidemq/py.typed" in names
-    for compiled in ("_records", "_append"):
+    for compiled in COMPILED_MODULES:
         assert any(n.startswith(f"tidemq/record/{compiled}.") and n.endswith(".so") for n in names)
     assert any("pyspark" in line and 'extra == "spark"' in line for line in requires)
     assert any(line.startswith("Requires-Dist: grpcio") for line in requires)

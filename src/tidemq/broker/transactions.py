@@ -20,6 +20,15 @@ resolved is ignored with a log line, where Java would store a second copy.
 Check-back (transaction_check.py): every `transaction_check_interval_ms` the
 half queue is scanned from its progress offset; see `CheckBack`.
 
+Batches (tidemq extensions, for the exactly-once Spark sink): a
+TIDEMQ_SEND_HALF_BATCH body becomes one run of half records (`HalfBatch`)
+and TIDEMQ_END_TRANSACTIONS (`end_many`) one run of committed messages and
+op records, each encoded in one call straight from the request body and the
+stored halves (`tidemq.record.transaction_records`, compiled) and written
+with one `put_run`: the same records, byte for byte, as the general path's
+one MessageToStore per message, which takes over whenever the encoder
+declines (anything unusual, a half resolved already, a full commitlog file).
+
 What is resolved is kept by transaction key (UNIQ_KEY) in a `ResolvedLedger`,
 since the check-back re-appends a half on every check. The ledger is rebuilt
 at start from the op queue (op records carry the key in KEYS); both progress
@@ -32,12 +41,13 @@ check, never store a second copy (the ledger knows what was resolved).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tidemq.broker.config import BrokerConfig
-from tidemq.broker.requests import BrokerError
+from tidemq.broker.requests import BrokerError, SendRequest
 from tidemq.broker.transaction_check import CheckBack
 from tidemq.broker.transaction_halves import (
     StoredHalf,
@@ -63,7 +73,16 @@ from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import EndTransactionRequestHeader
 from tidemq.record.codec import decode_record
-from tidemq.store.api import MessageStore, MessageToStore, PutStatus
+from tidemq.record.transaction_records import EndRecords, encode_ends, encode_halves
+from tidemq.store.api import (
+    MessageStore,
+    MessageToStore,
+    PutStatus,
+    QueueEntries,
+    RecordRun,
+    RunPosition,
+)
+from tidemq.store.config import SCHEDULE_TOPIC, TIMER_TOPIC
 from tidemq.timer.parking import TIMER_PROPERTIES
 
 if TYPE_CHECKING:
@@ -71,13 +90,17 @@ if TYPE_CHECKING:
     from tidemq.broker.offsets import ConsumerOffsetManager
     from tidemq.broker.stats import BrokerStats
 
-__all__ = ["BrokerTransactions", "put_failure"]
+__all__ = ["BrokerTransactions", "HalfBatch", "put_failure"]
 
 log = logging.getLogger(__name__)
 
 _STORED = (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
 """FLUSH_DISK_TIMEOUT: written and dispatched, only not yet known durable."""
 _REBUILD_PAGE = 256
+_HALF_TOPIC = HALF_TOPIC.encode()
+_OP_TOPIC = OP_TOPIC.encode()
+_OWN_TAG_SLOTS = (SCHEDULE_TOPIC.encode(), TIMER_TOPIC.encode())
+"""Topics whose consumequeue tag slot the store fills with a time, not the TAGS hash."""
 
 
 def put_failure(status: PutStatus, remark: str) -> BrokerError:
@@ -89,6 +112,102 @@ def put_failure(status: PutStatus, remark: str) -> BrokerError:
     else:
         code = ResponseCode.SYSTEM_ERROR
     return BrokerError(code, remark or f"storing failed: {status.value}")
+
+
+class _EndedAhead:
+    """Half-queue offsets ended by TIDEMQ_END_TRANSACTIONS that the check-back
+    has not reached yet, as sorted disjoint [start, end) runs (a batch of
+    halves is sent, and ended, as consecutive offsets). The scan would only
+    find them resolved and skip them, reading each back: its progress moves
+    past them at once instead (`advance`). At most _MAX_RUNS runs are kept,
+    the nearest ones; the scan reads the rest as it always did."""
+
+    _MAX_RUNS = 4096
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, offsets: Sequence[int]) -> None:
+        ordered = sorted(offsets)
+        count = len(ordered)
+        i = 0
+        while i < count:
+            start = ordered[i]
+            end = start + 1
+            i += 1
+            while i < count and ordered[i] <= end:
+                end = ordered[i] + 1
+                i += 1
+            self._add_run(start, end)
+        if len(self.starts) > self._MAX_RUNS:
+            del self.starts[self._MAX_RUNS :], self.ends[self._MAX_RUNS :]
+
+    def _add_run(self, start: int, end: int) -> None:
+        starts, ends = self.starts, self.ends
+        at = bisect.bisect_left(starts, start)
+        if at and ends[at - 1] >= start:  # joins the run before
+            at -= 1
+            start = starts[at]
+        last = at
+        while last < len(starts) and starts[last] <= end:  # and every run it reaches
+            end = max(end, ends[last])
+            last += 1
+        starts[at:last] = [start]
+        ends[at:last] = [end]
+
+    def advance(self, progress: int) -> int:
+        """`progress` moved past the runs it reaches; runs behind it are dropped."""
+        starts, ends = self.starts, self.ends
+        done = 0
+        while done < len(starts) and starts[done] <= progress:
+            progress = max(progress, ends[done])
+            done += 1
+        del starts[:done], ends[:done]
+        return progress
+
+
+class HalfBatch:
+    """A TIDEMQ_SEND_HALF_BATCH body as one run of half records: the encoder
+    `MessageStore.put_run` calls (`prepare`'s rules on every entry, see
+    `transaction_records.encode_half_records`), then what it stored: the
+    halves' offset message ids and first half-queue offset."""
+
+    def __init__(self, request: SendRequest, queue_id: int, cluster_name: str) -> None:
+        self.request = request
+        self.queue_id = queue_id
+        self.cluster = f"{props.CLUSTER}\x01{cluster_name}\x02".encode()
+        self.msg_ids = ""
+        self.first_queue_offset = -1
+
+    def __call__(self, position: RunPosition) -> RecordRun | None:
+        request = self.request
+        first = position.queue_offsets.get((HALF_TOPIC, 0), 0)
+        encoded = encode_halves(
+            request.body,
+            _HALF_TOPIC,
+            request.topic.encode(),
+            self.queue_id,
+            request.producer_group.encode(),
+            first,
+            position.physical_offset,
+            position.room,
+            position.max_message_size,
+            request.sys_flag & ~sysflag.TRANSACTION_MASK,
+            request.born_timestamp,
+            request.born_host,
+            request.born_port,
+            position.store_timestamp,
+            position.store_host,
+            position.store_port,
+            self.cluster,
+        )
+        if encoded is None:
+            return None
+        records, cq_entries, index_entries, msg_ids, _, tags, index_bound = encoded
+        self.msg_ids, self.first_queue_offset = msg_ids, first
+        queue = QueueEntries(HALF_TOPIC, 0, first, cq_entries, tags)
+        return RecordRun(records, [queue], index_entries, index_bound)
 
 
 class BrokerTransactions:
@@ -124,6 +243,7 @@ class BrokerTransactions:
         """Held while one half is resolved or checked, so the two never race."""
         self.progress = 0
         """Next half queue offset the check-back looks at."""
+        self._ended_ahead = _EndedAhead()
         self.check_back = CheckBack(self)
         self._ids = UniqueIdGenerator(clock, store_host)
         self._tasks = TaskSet("broker-transactions")
@@ -292,39 +412,104 @@ class BrokerTransactions:
         checked first, so one missing or mismatched half refuses the whole
         request and nothing is stored; then the committed messages and the op
         records of all of them go into the store in one append, in `items`
-        order. Halves resolved already are skipped, as by `end`.
+        order. Halves resolved already are skipped, as by `end`. The
+        check-back's progress then moves past the named halves it reaches
+        (`_EndedAhead`): it need not read them back to skip them.
         Returns (ended now, resolved before)."""
         async with self.lock:
-            chosen: list[tuple[StoredHalf, bool]] = []
-            seen: set[str] = set()
-            for commit_log_offset, queue_offset, commit in items:
-                half = self._unresolved(
-                    producer_group, commit_log_offset, queue_offset, "batch end"
-                )
-                if half is not None and half.key not in seen:
-                    seen.add(half.key)
-                    chosen.append((half, commit))
-            if not chosen:
-                return 0, len(items)
-            records: list[MessageToStore] = []
-            op_positions: list[int] = []
-            try:
-                for half, commit in chosen:
-                    if commit:
-                        records.append(committed_message(half))
-                    records.append(op_record(half, self.store_host, self.store_port))
-                    op_positions.append(len(records) - 1)
-            except ValueError as exc:
-                raise BrokerError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
-            batch = await self.store.put_messages(records)
-            if batch.status not in _STORED or len(batch.results) != len(records):
-                raise put_failure(batch.status, batch.remark)
-            for (half, commit), position in zip(chosen, op_positions, strict=True):
+            ended = await self._end_run(producer_group, items)
+            if ended is None:
+                ended = await self._end_each(producer_group, items)
+            self._ended_ahead.add([queue_offset for _, queue_offset, _ in items])
+            self.progress = self._ended_ahead.advance(self.progress)
+            return ended
+
+    async def _end_each(
+        self, producer_group: str, items: Sequence[tuple[int, int, bool]]
+    ) -> tuple[int, int]:
+        """`end_many` through one MessageToStore per record (the general path)."""
+        chosen: list[tuple[StoredHalf, bool]] = []
+        seen: set[str] = set()
+        for commit_log_offset, queue_offset, commit in items:
+            half = self._unresolved(producer_group, commit_log_offset, queue_offset, "batch end")
+            if half is not None and half.key not in seen:
+                seen.add(half.key)
+                chosen.append((half, commit))
+        if not chosen:
+            return 0, len(items)
+        records: list[MessageToStore] = []
+        op_positions: list[int] = []
+        try:
+            for half, commit in chosen:
                 if commit:
-                    message = records[position - 1]
-                    self.stats.record_put(message.topic, 1, len(message.body))
-                self.resolved(half, batch.results[position].queue_offset)
-            return len(chosen), len(items) - len(chosen)
+                    records.append(committed_message(half))
+                records.append(op_record(half, self.store_host, self.store_port))
+                op_positions.append(len(records) - 1)
+        except ValueError as exc:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+        batch = await self.store.put_messages(records)
+        if batch.status not in _STORED or len(batch.results) != len(records):
+            raise put_failure(batch.status, batch.remark)
+        for (half, commit), position in zip(chosen, op_positions, strict=True):
+            if commit:
+                message = records[position - 1]
+                self.stats.record_put(message.topic, 1, len(message.body))
+            self.resolved(half, batch.results[position].queue_offset)
+        return len(chosen), len(items) - len(chosen)
+
+    async def _end_run(
+        self, producer_group: str, items: Sequence[tuple[int, int, bool]]
+    ) -> tuple[int, int] | None:
+        """`end_many` as one run encoded from the stored halves
+        (`transaction_records.encode_end_records`); None when the encoder
+        declines or a half is resolved already (or named twice): the general
+        path then checks, skips and remarks as it always did. Call with the
+        lock held."""
+        encoded: list[EndRecords] = []
+        ledger = self.ledger
+
+        def encode(position: RunPosition) -> RecordRun | None:
+            found = encode_ends(
+                position.log_files,
+                items,
+                producer_group.encode(),
+                _HALF_TOPIC,
+                _OP_TOPIC,
+                _OWN_TAG_SLOTS,
+                position.physical_offset,
+                position.room,
+                position.max_message_size,
+                position.store_timestamp,
+                position.store_host,
+                position.store_port,
+                self.store_host,
+                self.store_port,
+                position.queue_offsets,
+            )
+            if found is None:
+                return None
+            run = EndRecords(*found)
+            keys = run.keys
+            if len(set(keys)) != len(keys) or any(key in ledger for key in keys):
+                return None
+            encoded.append(run)
+            queues = [QueueEntries(*part[:5]) for part in run.queues]
+            return RecordRun(run.records, queues, run.index_entries, run.index_bound)
+
+        result = await self.store.put_run(encode)
+        if result is None:
+            return None
+        if result.status not in _STORED:
+            raise put_failure(result.status, result.remark)
+        run = encoded[0]
+        for topic, _, _, _, _, committed, body_bytes in run.queues:
+            if committed:
+                self.stats.record_put(topic, committed, body_bytes)
+        horizon = self.store.max_offset(HALF_TOPIC, 0)
+        now_ms = self.clock.now_ms()
+        for position, key in enumerate(run.keys):
+            ledger.add(key, run.op_first_offset + position, horizon, now_ms)
+        return len(run.keys), 0
 
     async def _commit(self, half: StoredHalf) -> int:
         """Store the real message and the op record together; the op's queue offset."""

@@ -15,7 +15,7 @@ from types import ModuleType
 DISABLED_BY_ENV = os.environ.get("TIDEMQ_NO_EXTENSIONS", "") not in ("", "0")
 """TIDEMQ_NO_EXTENSIONS=1 (read once, at import) selects the pure-Python twins."""
 
-COMPILED_MODULES = ("_records", "_append")
+COMPILED_MODULES = ("_records", "_append", "_transactions")
 
 
 def compiled(name: str) -> ModuleType | None:

@@ -11,7 +11,6 @@ Spark call (``with Connection(...)``) and never shared between threads.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -26,7 +25,7 @@ from tidemq.client.producer import AsyncProducer
 from tidemq.common import event_loop
 from tidemq.common.message import MessageQueue
 from tidemq.protocol import RequestCode, ResponseCode
-from tidemq.spark.ledger import Half
+from tidemq.spark.ledger import Half, HalfRun
 from tidemq.spark.offsets import OffsetRange, Position
 
 __all__ = ["READER_GROUP", "Connection", "DataLossError"]
@@ -238,43 +237,59 @@ class Connection:
             self._producers[group] = producer
         return producer
 
-    def end_transactions(self, group: str, halves: Sequence[Half], commit: bool) -> None:
-        """Commit or roll back every half, answers awaited, END_CHUNK halves per
-        TIDEMQ_END_TRANSACTIONS request (a tidemq extension): each request is
-        one append on the broker, in the order given, so a message group's
-        halves (whose lane order the list keeps) are committed in order.
+    def end_transactions(self, group: str, halves: Iterable[Half], commit: bool) -> None:
+        """`end_runs` for single halves (kept in their order)."""
+        self.end_runs(group, HalfRun.of(halves), commit)
+
+    def end_runs(self, group: str, runs: Sequence[HalfRun], commit: bool) -> None:
+        """Commit or roll back every half of `runs`, answers awaited, END_CHUNK
+        halves per TIDEMQ_END_TRANSACTIONS request (a tidemq extension): each
+        request is one append on the broker, in the order given, so a message
+        group's halves (whose lane order the runs keep) are committed in order.
         Brokers are ended concurrently, each one's chunks one after another.
 
         The broker skips a half resolved already, so ending a half twice is
         harmless: that is what makes a replayed commit safe."""
 
-        async def end_on(broker: str, mine: list[Half]) -> None:
+        async def end_on(broker: str, mine: list[HalfRun]) -> None:
             address = await self.instance.require_master(broker, mine[0].topic)
-            for first in range(0, len(mine), END_CHUNK):
-                chunk = mine[first : first + END_CHUNK]
-                body = json.dumps(
-                    {"items": [[h.commit_log_offset, h.queue_offset, commit] for h in chunk]},
-                    separators=(",", ":"),
-                ).encode()
+            for items in _items(mine, commit):
                 response = await self.instance.invoke(
                     address,
                     RequestCode.TIDEMQ_END_TRANSACTIONS,
                     {"producerGroup": group},
-                    body=body,
+                    body=('{"items":[' + ",".join(items) + "]}").encode(),
                     timeout=END_TIMEOUT_S,
                 )
                 if response.code != ResponseCode.SUCCESS:
                     raise ClientError(
-                        f"ending {len(chunk)} transactions on {broker}: "
+                        f"ending {len(items)} transactions on {broker}: "
                         f"{response.remark or response.code}",
                         response.code,
                     )
 
         async def end_all() -> None:
-            by_broker: dict[str, list[Half]] = {}
-            for half in halves:
-                by_broker.setdefault(half.broker_name, []).append(half)
+            by_broker: dict[str, list[HalfRun]] = {}
+            for run in runs:
+                if len(run):
+                    by_broker.setdefault(run.broker_name, []).append(run)
             await asyncio.gather(*(end_on(b, mine) for b, mine in by_broker.items()))
 
-        if halves:
+        if any(len(run) for run in runs):
             self.run(end_all())
+
+
+def _items(runs: Sequence[HalfRun], commit: bool) -> Iterator[list[str]]:
+    """The request items (JSON `[commitLogOffset,tranStateTableOffset,commit]`)
+    of `runs`, END_CHUNK at a time."""
+    flag = "true" if commit else "false"
+    items: list[str] = []
+    for run in runs:
+        first = run.first_queue_offset
+        for i, offset in enumerate(run.offsets()):
+            items.append(f"[{offset},{first + i},{flag}]")
+            if len(items) == END_CHUNK:
+                yield items
+                items = []
+    if items:
+        yield items

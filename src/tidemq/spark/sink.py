@@ -8,9 +8,11 @@ are spread over the queues in batches. Timer rows (`deliver_at`) are sent
 one by one, since a batch cannot carry a delivery time.
 
 The streaming writer sends every row as a half message (out of sight) and
-reports the halves to the driver; `commit(batchId)` records them in the
-sink's ledger and then commits them, `abort` rolls them back. See
-`tidemq.spark.ledger` for why a replayed batch id is never written twice.
+reports the halves to the driver, one `HalfRun` per send; `commit(batchId)`
+records them in the sink's ledger and then commits them, `abort` rolls them
+back. See `tidemq.spark.ledger` for why a replayed batch id is never written
+twice. A batch of bodies alone (the only column, the topic from the options)
+becomes messages in one go rather than row by row.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from tidemq.client.model import SendStatus
 from tidemq.client.producer import AsyncProducer
 from tidemq.common import properties as props
 from tidemq.common.message import Message, MessageQueue
-from tidemq.common.message_id import decode_offset_message_id
 from tidemq.common.properties import decode_properties
 from tidemq.protocol import ResponseCode
 from tidemq.record.records import decode_record_columns
@@ -43,6 +44,7 @@ from tidemq.spark.connection import Connection
 from tidemq.spark.ledger import (
     CommitRecord,
     Half,
+    HalfRun,
     LedgerEntry,
     decode_chunk,
     encode_record,
@@ -63,23 +65,57 @@ LEDGER_PAGE = 32
 
 @dataclass
 class SentMessages(WriterCommitMessage):
-    """What one task wrote: a count, and the halves of a streaming write."""
+    """What one task wrote: a count, and the halves of a streaming write (a
+    run per send: what travels to the driver is small whatever the count)."""
 
     count: int = 0
-    halves: list[Half] = field(default_factory=list)
+    runs: list[HalfRun] = field(default_factory=list)
+
+    @property
+    def halves(self) -> list[Half]:
+        return [half for run in self.runs for half in run.halves()]
 
 
 def _sent(messages: list[WriterCommitMessage | None]) -> list[SentMessages]:
     return [m for m in messages if isinstance(m, SentMessages)]
 
 
-def _rows(batches: Iterator[pa.RecordBatch], options: WriteOptions) -> Iterator[dict[str, object]]:
+def _checked(batches: Iterator[pa.RecordBatch], options: WriteOptions) -> Iterator[pa.RecordBatch]:
     checked = False
     for batch in batches:
         if not checked:
             check_write_schema(batch.schema.names, options.topic)
             checked = True
+        yield batch
+
+
+def _rows(batches: Iterator[pa.RecordBatch], options: WriteOptions) -> Iterator[dict[str, object]]:
+    for batch in _checked(batches, options):
         yield from batch.to_pylist()
+
+
+def _bodies_alone(batch: pa.RecordBatch, topic: str | None) -> list[Message] | None:
+    """The messages of a batch whose only column is a body without nulls, to
+    the options' topic, made in one go (as `row_to_message` makes each: a str
+    body as UTF-8); None: the batch goes row by row."""
+    if topic is None or batch.schema.names != ["body"]:
+        return None
+    column = batch.column(0)
+    if column.null_count:
+        return None  # the row path names the null body
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary())
+    elif not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+        return None
+    return [Message(topic, body) for body in column.to_pylist()]
+
+
+def _packed_offsets(offset_ids: list[str]) -> bytes:
+    """The commit-log offsets of offset message ids (their last 16 hex digits),
+    packed as big-endian int64s; ValueError for an id that is not one."""
+    if any(len(i) not in (32, 56) for i in offset_ids):
+        raise ValueError(f"not offset message ids: {offset_ids[:3]}")
+    return bytes.fromhex("".join(i[-16:] for i in offset_ids))
 
 
 class _Chunks:
@@ -118,6 +154,19 @@ class _Chunks:
                 self._spawn(self.free.pop(message.topic), None, None)
         if len(self.tasks) > 4 * IN_FLIGHT:
             await _settle(self.tasks)
+
+    async def add_many(self, messages: list[Message]) -> None:
+        """Messages of one topic for any queue, in order: `add` for each."""
+        if not messages:
+            return
+        topic = messages[0].topic
+        pending = self.free.setdefault(topic, [])
+        pending.extend(messages)
+        while len(pending) >= self.size:
+            self._spawn(pending[: self.size], None, None)
+            del pending[: self.size]
+            if len(self.tasks) > 4 * IN_FLIGHT:
+                await _settle(self.tasks)
 
     async def finish(self) -> None:
         for lane in list(self.lanes):
@@ -195,47 +244,50 @@ class _Sender:
 
     # -- halves (exactly once) ------------------------------------------------------
 
-    async def send_halves(self, rows: Iterator[dict[str, object]], sent: list[Half]) -> None:
+    async def send_halves(self, batches: Iterator[pa.RecordBatch], sent: list[HalfRun]) -> None:
         """Send every row as a half message (TIDEMQ_SEND_HALF_BATCH); `sent`
-        gets each stored half, in row order within a message group."""
-        stored: dict[int, list[Half]] = {}
+        gets a run per send, in row order within a message group."""
+        stored: dict[int, HalfRun] = {}
 
         async def send(chunk: list[Message], lane: MessageQueue | None, index: int) -> None:
             queue = lane or await self.any_queue(chunk[0].topic)
             result = await self.producer.send_halves(chunk, queue)
             _check_stored(result.status, len(chunk), chunk[0].topic)
             offset_ids = result.offset_msg_id.split(",")
-            keys = result.msg_id.split(",")
-            if len(offset_ids) != len(chunk) or len(keys) != len(chunk):
+            if len(offset_ids) != len(chunk) or result.msg_id.count(",") + 1 != len(chunk):
                 raise ClientError(
                     f"the broker answered {len(offset_ids)} halves for {len(chunk)} messages",
                     ResponseCode.SYSTEM_ERROR,
                 )
             lane_name = f"{queue.topic}/{queue.broker_name}/{queue.queue_id}" if lane else ""
-            stored[index] = [
-                Half(
-                    broker_name=result.broker_name,
-                    topic=result.topic,
-                    queue_offset=result.queue_offset + i,
-                    commit_log_offset=decode_offset_message_id(offset_id)[2],
-                    msg_id=key,
-                    lane=lane_name,
-                )
-                for i, (offset_id, key) in enumerate(zip(offset_ids, keys, strict=True))
-            ]
-            sent.extend(stored[index])  # known now, in case a later chunk fails
+            run = HalfRun(
+                result.broker_name,
+                result.topic,
+                result.queue_offset,
+                _packed_offsets(offset_ids),
+                result.msg_id,
+                lane_name,
+            )
+            stored[index] = run
+            sent.append(run)  # known now, in case a later chunk fails
 
         chunks = _Chunks(self.options.send_batch, send)
-        for row in rows:
-            message, group = row_to_message(row, self.options.topic)
-            if props.TIMER_DELIVER_MS in message.properties:
-                raise ValueError(
-                    "the exactly-once streaming sink cannot write deliver_at (a transactional "
-                    "message has no delivery time); write timer messages with a batch write"
-                )
-            await chunks.add(message, await self.lane_of(message, group))
+        for batch in _checked(batches, self.options):
+            bodies = _bodies_alone(batch, self.options.topic)
+            if bodies is not None:
+                await chunks.add_many(bodies)
+                continue
+            for row in batch.to_pylist():
+                message, group = row_to_message(row, self.options.topic)
+                if props.TIMER_DELIVER_MS in message.properties:
+                    raise ValueError(
+                        "the exactly-once streaming sink cannot write deliver_at (a "
+                        "transactional message has no delivery time); write timer messages "
+                        "with a batch write"
+                    )
+                await chunks.add(message, await self.lane_of(message, group))
         await chunks.finish()
-        sent[:] = [half for index in sorted(stored) for half in stored[index]]
+        sent[:] = [stored[index] for index in sorted(stored)]
 
 
 async def _settle(tasks: list[asyncio.Task[None]], everything: bool = False) -> None:
@@ -360,42 +412,43 @@ class TidemqStreamWriter(DataSourceStreamArrowWriter):
         assert options.sink_id is not None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SentMessages:
-        sent: list[Half] = []
+        sent: list[HalfRun] = []
         with Connection(self.options.namesrv) as conn:
             sender = _Sender(conn, self.options)
             try:
-                conn.run(sender.send_halves(_rows(iterator, self.options), sent))
+                conn.run(sender.send_halves(iterator, sent))
             except BaseException:
                 try:
-                    conn.end_transactions(self.options.producer_group, sent, commit=False)
+                    conn.end_runs(self.options.producer_group, sent, commit=False)
                 except ClientError as exc:  # the broker's check-back discards them later
                     log.warning("tidemq sink: rolling back a failed task's halves: %s", exc)
                 raise
-        return SentMessages(count=len(sent), halves=sent)
+        return SentMessages(count=sum(len(run) for run in sent), runs=sent)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        halves = [h for m in _sent(messages) for h in m.halves]
+        runs = [run for m in _sent(messages) for run in m.runs]
         group = self.options.producer_group
         assert self.options.sink_id is not None
         with Connection(self.options.namesrv) as conn:
             ledger = Ledger(conn, self.options.sink_id, group)
             last = ledger.latest()
             if last is not None and batchId <= last.batch_id:
-                conn.end_transactions(group, halves, commit=False)
+                conn.end_runs(group, runs, commit=False)
                 if batchId < last.batch_id:
                     raise ValueError(
                         f"sink {self.options.sink_id} has committed batch {last.batch_id}, but "
                         f"this query commits batch {batchId}: its checkpoint was reset; give "
                         "the query a new sinkId (or checkpointLocation)"
                     )
-                conn.end_transactions(group, list(last.halves), commit=True)
+                conn.end_runs(group, last.runs, commit=True)
                 log.info("tidemq sink: batch %d was committed before; replay rolled back", batchId)
                 return
-            ledger.append(CommitRecord(batchId, tuple(halves)))
-            conn.end_transactions(group, halves, commit=True)
+            ledger.append(CommitRecord(batchId, runs=runs))
+            conn.end_runs(group, runs, commit=True)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        halves = [h for m in _sent(messages) for h in m.halves]
+        runs = [run for m in _sent(messages) for run in m.runs]
         with Connection(self.options.namesrv) as conn:
-            conn.end_transactions(self.options.producer_group, halves, commit=False)
-        log.warning("tidemq sink: batch %d aborted, %d halves rolled back", batchId, len(halves))
+            conn.end_runs(self.options.producer_group, runs, commit=False)
+        count = sum(len(run) for run in runs)
+        log.warning("tidemq sink: batch %d aborted, %d halves rolled back", batchId, count)

@@ -12,9 +12,9 @@ fsync; reads are synchronous because they are slices of memory.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 DEFAULT_STORE_HOST = (b"\x7f\x00\x00\x01", 10911)
 
@@ -102,6 +102,56 @@ class BatchAppendResult:
     @property
     def ok(self) -> bool:
         return self.status is PutStatus.PUT_OK
+
+
+@dataclass(slots=True, frozen=True)
+class RunPosition:
+    """Where a run of records encoded outside the store goes (`put_run`), and
+    what its encoder needs to know: the records start at `physical_offset`
+    and may take `room` bytes (a run never crosses into the next commitlog
+    file); each queue continues from its next offset in `queue_offsets`
+    (absent: 0); `log_files` are the written bytes of each commitlog file
+    with its log offset, oldest first, for encoders that copy stored records."""
+
+    physical_offset: int
+    room: int
+    store_timestamp: int
+    store_host: bytes
+    store_port: int
+    max_message_size: int
+    queue_offsets: Mapping[tuple[str, int], int]
+    log_files: Sequence[tuple[int, memoryview | bytes]]
+
+
+class QueueEntries(NamedTuple):
+    """A run's consecutive consumequeue entries in one queue (20 bytes each,
+    packed), and for each tags code the last queue offset that has it (whom
+    an arrival wakes)."""
+
+    topic: str
+    queue_id: int
+    first_queue_offset: int
+    cq_entries: bytes
+    tags: Mapping[int, int]
+
+
+class RecordRun(NamedTuple):
+    """Records encoded by the caller for one append (`put_run`): laid back to
+    back from the position's offset, every one consumable (one consumequeue
+    entry each, in `queues`), and their index entries packed as
+    `tidemq.record.batch_append` packs them (int64 offset, int32 key hash).
+    `index_bound`: the index room to reserve, counted as the general path
+    counts it (`room.index_entries_bound`), so that index files roll at the
+    same moment, under the same names."""
+
+    records: bytes
+    queues: Sequence[QueueEntries]
+    index_entries: bytes
+    index_bound: int
+
+
+RunEncoder = Callable[[RunPosition], "RecordRun | None"]
+"""Encodes a run at the position it is given; None: the caller's general path instead."""
 
 
 @dataclass(slots=True)
@@ -223,6 +273,12 @@ class MessageStore(Protocol):
 
     async def put_batch(self, batch: BatchToStore) -> BatchAppendResult | None:
         """A batch straight from its body, or None: use `put_messages`."""
+        ...
+
+    async def put_run(self, encode: RunEncoder) -> BatchAppendResult | None:
+        """Records the caller encodes, at the position `encode` is given, in one
+        append (`count` is how many were stored); None: use `put_messages`
+        (the encoder declined, or the store has no such path)."""
         ...
 
     def get_messages(

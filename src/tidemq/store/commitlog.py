@@ -148,6 +148,13 @@ class CommitLog:
             return last.start_offset + self.log.file_size, 0
         return last.start_offset, last.wrote_position
 
+    def next_append(self) -> tuple[int, int]:
+        """(log offset of the next record, bytes a run starting there may take
+        without crossing into the next file): for records encoded outside
+        (`FileMessageStore.put_run`), which `write` then puts in place."""
+        file_start, position = self._append_position()
+        return file_start + position, self.log.file_size - position - END_FILE_MIN_BLANK_LENGTH
+
     def prepare(self, messages: Sequence[MessageToStore], store_timestamp: int) -> AppendPlan:
         """Encode `messages` back to back from the log's end and assign their
         offsets (queue offsets are taken: `write` or `cancel` must follow).

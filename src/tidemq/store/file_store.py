@@ -50,6 +50,9 @@ from tidemq.store.api import (
     PutResult,
     PutStatus,
     QueryResult,
+    RecordRun,
+    RunEncoder,
+    RunPosition,
 )
 from tidemq.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from tidemq.store.commitlog import AppendPlan, BatchPlan, CommitLog
@@ -1008,6 +1011,135 @@ class FileMessageStore:
         else:
             log.info("retention deleted %d files (%d commitlog): %s", len(removed), files, shown)
         return removed
+
+    # -- runs encoded by the caller (transaction halves and ends) -------------------
+
+    async def put_run(self, encode: RunEncoder) -> BatchAppendResult | None:
+        """Records the caller encodes at the log's end (`encode` gets the
+        position, see `RunPosition`), written and dispatched in one append
+        with no Python object per record; then, in sync-flush mode, the wait
+        for durability. None: the encoder declined, or the run does not fit
+        the current file; the caller takes `put_messages` instead."""
+        appended = self.append_run(encode)
+        if appended is None:
+            return None
+        result, end = appended
+        if not result.ok or self.flush.sync_mode is False:
+            return result
+        try:
+            async with asyncio.timeout(self.config.sync_flush_timeout_ms / 1000):
+                durable = await self.flush.wait_async(end)
+        except TimeoutError:
+            durable = False
+        if durable:
+            return result
+        return BatchAppendResult(
+            PutStatus.FLUSH_DISK_TIMEOUT, result.count, remark="flush to disk timed out"
+        )
+
+    def append_run(self, encode: RunEncoder) -> tuple[BatchAppendResult, int] | None:
+        """Write and dispatch a caller-encoded run without waiting for
+        durability: (result, log offset one past its last byte), or None."""
+        self.group_commit.commit_pending()  # call order: the writes already made go first
+        refusal = self._write_refusal(None)
+        if refusal is not None:
+            return BatchAppendResult(refusal.status, remark=refusal.remark), 0
+        commitlog = self.commitlog
+        start, room = commitlog.next_append()
+        position = RunPosition(
+            start,
+            room,
+            self.clock.now_ms(),
+            commitlog.store_host,
+            commitlog.store_port,
+            self.config.max_message_size,
+            commitlog.queue_offsets,
+            [(m.start_offset, m.file.view(0, m.wrote_position)) for m in commitlog.log.files],
+        )
+        run = encode(position)
+        if run is None or not run.records or len(run.records) > room:
+            return None
+        next_offsets = commitlog.queue_offsets
+        for part in run.queues:
+            if part.queue_id < 0 or not is_safe_path_component(part.topic):
+                return None
+            if part.first_queue_offset != next_offsets.get((part.topic, part.queue_id), 0):
+                raise ValueError(
+                    f"a run for {part.topic}/{part.queue_id} starts at {part.first_queue_offset}, "
+                    "not at the queue's next offset"
+                )
+        end = start + len(run.records)
+        index = self.index if self.config.index_enabled and self._index_behind is None else None
+        queues = [self._queue(part.topic, part.queue_id) for part in run.queues]
+        try:
+            commitlog.log.reserve(start, end)
+            for part, queue in zip(run.queues, queues, strict=True):
+                first = part.first_queue_offset
+                queue.reserve(first, first + len(part.cq_entries) // ENTRY.size)
+            if index is not None:
+                index.reserve(max(run.index_bound, len(run.index_entries) // 12))
+        except NoSpaceError as exc:
+            return self._batch_refusal(self._no_space(exc)), 0
+        count = 0
+        for part in run.queues:
+            entries = len(part.cq_entries) // ENTRY.size
+            next_offsets[(part.topic, part.queue_id)] = part.first_queue_offset + entries
+            count += entries
+        try:
+            commitlog.write(AppendPlan(start, end, [(start, run.records)], [], []))
+        except NoSpaceError as exc:  # the room was reserved: never expected
+            log.error("no space for a reserved commitlog write at %d: %s", start, exc)
+            self._dispatch_behind = self._dispatched_offset = start
+            return self._batch_refusal(self._no_space(exc)), 0
+        refused = self._dispatch_run(start, run, queues, index, position.store_timestamp)
+        if refused is not None:
+            return self._batch_refusal(refused), 0
+        return BatchAppendResult(PutStatus.PUT_OK, count), end
+
+    def _dispatch_run(
+        self,
+        start: int,
+        run: RecordRun,
+        queues: Sequence[ConsumeQueue],
+        index: IndexService | None,
+        store_timestamp: int,
+    ) -> BatchPutResult | None:
+        """Each queue's consumequeue run, the index entries and one arrival per
+        queue and tags code of a written run; a refusal if a consumequeue had
+        no room (as `_dispatch_batch`)."""
+        try:
+            for part, queue in zip(run.queues, queues, strict=True):
+                queue.put_run(part.first_queue_offset, part.cq_entries)
+        except NoSpaceError as exc:
+            self._dispatch_behind = self._dispatched_offset = start
+            log.warning(
+                "no room for the consumequeue entries of the run at %d: it is refused; "
+                "its records are dispatched once there is room",
+                start,
+            )
+            return self._no_space(exc)
+        if index is not None:
+            try:
+                index.build_packed(run.index_entries, store_timestamp)
+            except NoSpaceError as exc:
+                self._index_behind = start
+                self.disk.no_space(exc)
+                log.warning(
+                    "no room in the index for the run at %d: it and later records are "
+                    "indexed once there is room",
+                    start,
+                )
+        listeners = self._listeners
+        for part in run.queues:
+            for tags_code, queue_offset in part.tags.items():
+                arrival = DispatchRequest(
+                    part.topic, part.queue_id, start, 0, tags_code, store_timestamp, queue_offset
+                )
+                for listener in listeners:
+                    listener(arrival)
+        self._dispatched_offset = self.commitlog.max_offset
+        self.disk.wrote()
+        return None
 
 
 _LOSSES_LOGGED = 100

@@ -29,6 +29,7 @@ from tidemq.store.api import (
     PutResult,
     PutStatus,
     QueryResult,
+    RunEncoder,
 )
 from tidemq.store.commitlog import is_consumable
 from tidemq.store.config import StoreConfig
@@ -79,6 +80,10 @@ class MemoryMessageStore:
 
     async def put_batch(self, batch: BatchToStore) -> BatchAppendResult | None:
         """The memory store has no batch fast path: `put_messages` stores it."""
+        return None
+
+    async def put_run(self, encode: RunEncoder) -> BatchAppendResult | None:
+        """No runs encoded outside the store either: `put_messages` stores them."""
         return None
 
     def put_messages_blocking(self, messages: Sequence[MessageToStore]) -> BatchPutResult:

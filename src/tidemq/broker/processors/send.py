@@ -31,6 +31,7 @@ from tidemq.broker.topics import (
     is_not_allowed_send_topic,
     is_writeable,
 )
+from tidemq.broker.transactions import HalfBatch
 from tidemq.common import properties as props
 from tidemq.common import sysflag
 from tidemq.common.message import MAX_MESSAGE_SIZE
@@ -542,6 +543,9 @@ class SendProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.config.broker_name}] sending transaction message is forbidden",
             )
+        stored = await self._send_half_batch_body(request)
+        if stored is not None:
+            return stored
         config, queue_id, entries = self._batch_entries(request)
         sys_flag = request.sys_flag & ~sysflag.TRANSACTION_MASK
         halves = []
@@ -576,6 +580,29 @@ class SendProcessor:
         msg_ids = ",".join(r.msg_id for r in batch.results)
         return SendResult(
             code, msg_ids, queue_id, batch.results[0].queue_offset, batch.remark or None
+        )
+
+    async def _send_half_batch_body(self, request: SendRequest) -> SendResult | None:
+        """The half batch in one store call from its body (`HalfBatch`: the
+        same records as `send_half_batch` stores through one MessageToStore
+        per half); None when it needs that path: a retry topic, message-type
+        attributes on the topic, or whatever the encoder declines."""
+        if is_retry_topic(request.topic):
+            return None
+        config = self._send_topic(request)
+        if config.attributes:
+            return None
+        queue_id = self._queue_for_send(request, config)
+        self._check_body(request.body, "the batch body")
+        halves = HalfBatch(request, queue_id, self.config.cluster_name)
+        result = await self.store.put_run(halves)
+        if result is None:
+            return None
+        if result.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
+            raise _put_failure(PutResult(result.status, remark=result.remark))
+        code = ResponseCode.SUCCESS if result.ok else ResponseCode.FLUSH_DISK_TIMEOUT
+        return SendResult(
+            code, halves.msg_ids, queue_id, halves.first_queue_offset, result.remark or None
         )
 
     # -- retry -------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ import json
 import logging
 from collections.abc import Sequence
 
+import msgspec
+
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.hooks import TransactionHooks
 from tidemq.broker.remoting import RequestHandler
@@ -24,6 +26,30 @@ from tidemq.transport import Connection
 __all__ = ["TransactionProcessor"]
 
 log = logging.getLogger(__name__)
+
+
+class _EndItems(msgspec.Struct, gc=False):
+    """A TIDEMQ_END_TRANSACTIONS body as the fast decoder takes it: integers
+    and booleans exactly (the body the Spark sink sends)."""
+
+    items: list[tuple[int, int, bool]]
+
+
+_END_ITEMS = msgspec.json.Decoder(_EndItems)
+
+
+def end_items(body: bytes) -> list[tuple[int, int, bool]]:
+    """The items of a TIDEMQ_END_TRANSACTIONS body: (commit-log offset,
+    half-queue offset, commit?). Decoded strictly by msgspec; anything else
+    (numbers as strings, other truth values, malformed JSON) by the standard
+    library, which converts or refuses it (ValueError, KeyError, TypeError),
+    with the same items for any body both take."""
+    try:
+        return _END_ITEMS.decode(body).items
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        pass
+    document = json.loads(body)
+    return [(int(clo), int(qo), bool(commit)) for clo, qo, commit in document["items"]]
 
 
 class TransactionProcessor:
@@ -75,8 +101,7 @@ class TransactionProcessor:
         if not group:
             raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "the producerGroup field is missing")
         try:
-            document = json.loads(request.body or b"")
-            items = [(int(clo), int(qo), bool(commit)) for clo, qo, commit in document["items"]]
+            items = end_items(request.body or b"")
         except (ValueError, KeyError, TypeError) as exc:
             raise BrokerError(
                 ResponseCode.MESSAGE_ILLEGAL,
