@@ -15,11 +15,11 @@
 #include <zlib.h>
 
 #include "_native_common.h"
+#include "_property_text.h"
 
 #define MAGIC_V1 ((int32_t)0xDAA320A7)
 #define BORNHOST_V6 0x10
 #define STOREHOST_V6 0x20
-#define MAX_PROPS 32767
 #define BATCH_FIXED 22 /* TOTALSIZE MAGIC BODYCRC FLAG BODYLENGTH + PROPERTIESLENGTH */
 
 /* Keys whose presence sends a batch to the general path ("key\x01" anywhere,
@@ -30,85 +30,10 @@ static const char *const DIVERTING_KEYS[] = {
 };
 static const char CLUSTER_KEY[] = "CLUSTER\x01";
 
-static int contains(const unsigned char *hay, Py_ssize_t n, const char *needle) {
-    size_t m = strlen(needle);
-    if ((size_t)n < m) return 0;
-    return memmem(hay, (size_t)n, needle, m) != NULL;
-}
-
-/* The property string as the broker stores it unchanged: ASCII, every item
- * `key\x01value\x02` (what `_well_formed_properties` keeps as sent). */
-static int plain_well_formed(const unsigned char *p, Py_ssize_t n) {
-    if (n == 0) return 1;
-    if (p[n - 1] != 0x02 || p[0] == 0x01) return 0;
-    Py_ssize_t ones = 0, twos = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = p[i];
-        if (c >= 0x80) return 0;
-        if (c == 0x01) ones++;
-        else if (c == 0x02) {
-            twos++;
-            if (i + 1 < n && p[i + 1] == 0x01) return 0;
-        }
-    }
-    return ones == twos;
-}
-
-static uint32_t java_hash_bytes(uint32_t h, const unsigned char *s, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) h = h * 31u + s[i];
-    return h;
-}
-
-/* RocketMQ's index keyHash of `topic#key`: abs of the Java hash, 0 when abs overflows. */
-static int32_t index_hash(uint32_t topic_hash, const unsigned char *key, Py_ssize_t n) {
-    uint32_t h = java_hash_bytes(topic_hash, key, n);
-    int32_t s = (int32_t)h;
-    if (s == INT32_MIN) return 0;
-    return s < 0 ? -s : s;
-}
-
-/* The value of the last item named `key` (decode_properties keeps the last). */
-static int find_value(const unsigned char *p, Py_ssize_t n, const char *key, Py_ssize_t key_len,
-                      const unsigned char **value, Py_ssize_t *value_len) {
-    int found = 0;
-    Py_ssize_t i = 0;
-    while (i < n) {
-        const unsigned char *end = memchr(p + i, 0x02, (size_t)(n - i));
-        Py_ssize_t item_end = end ? (Py_ssize_t)(end - p) : n;
-        const unsigned char *sep = memchr(p + i, 0x01, (size_t)(item_end - i));
-        if (sep) {
-            Py_ssize_t klen = (Py_ssize_t)(sep - (p + i));
-            if (klen == key_len && memcmp(p + i, key, (size_t)key_len) == 0) {
-                *value = sep + 1;
-                *value_len = item_end - (Py_ssize_t)(sep + 1 - p);
-                found = 1;
-            }
-        }
-        i = item_end + 1;
-    }
-    return found;
-}
-
 typedef struct {
     Py_ssize_t body_start, body_len, props_start, props_len;
     int32_t flag;
 } Entry;
-
-typedef struct {
-    unsigned char *data;
-    Py_ssize_t len, cap;
-} Out;
-
-static int out_reserve(Out *o, Py_ssize_t more) {
-    if (o->len + more <= o->cap) return 0;
-    Py_ssize_t cap = o->cap ? o->cap : 256;
-    while (cap < o->len + more) cap *= 2;
-    unsigned char *d = PyMem_Realloc(o->data, (size_t)cap);
-    if (!d) { PyErr_NoMemory(); return -1; }
-    o->data = d;
-    o->cap = cap;
-    return 0;
-}
 
 /* Cut the batch body into entries; 0 when it is malformed or empty. */
 static Py_ssize_t cut_entries(const unsigned char *b, Py_ssize_t end, Entry **out) {
@@ -170,7 +95,7 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < topic_len; i++) topic_ascii &= t[i] < 0x80;
     if (!topic_ascii || topic_len > 127 || (born_host.len != 4 && born_host.len != 16) ||
         (store_host.len != 4 && store_host.len != 16) || cluster.len > MAX_PROPS ||
-        !plain_well_formed(cluster.buf, cluster.len)) {
+        !plain_well_formed((Span){cluster.buf, cluster.len})) {
         result = Py_None;
         Py_INCREF(result);
         goto done;
@@ -189,9 +114,9 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < count; i++) {
         const unsigned char *p = b + entries[i].props_start;
         Py_ssize_t n = entries[i].props_len;
-        int diverted = !plain_well_formed(p, n);
-        for (int k = 0; !diverted && DIVERTING_KEYS[k]; k++) diverted = contains(p, n, DIVERTING_KEYS[k]);
-        int add_cluster = !contains(p, n, CLUSTER_KEY);
+        int diverted = !plain_well_formed((Span){p, n});
+        for (int k = 0; !diverted && DIVERTING_KEYS[k]; k++) diverted = span_contains((Span){p, n}, DIVERTING_KEYS[k]);
+        int add_cluster = !span_contains((Span){p, n}, CLUSTER_KEY);
         if (!diverted && add_cluster && n + cluster.len > MAX_PROPS) diverted = 1;
         if (diverted) {
             result = Py_None;
@@ -215,14 +140,8 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
     int32_t flags = (int32_t)((sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)) | v6_bits);
     uint32_t topic_hash = java_hash_bytes(0, t, topic_len);
     topic_hash = topic_hash * 31u + (unsigned char)'#';
-    char id_prefix[64];
-    {
-        const unsigned char *h = store_host.buf;
-        int w = 0;
-        for (Py_ssize_t i = 0; i < store_host.len; i++) w += snprintf(id_prefix + w, 3, "%02X", h[i]);
-        snprintf(id_prefix + w, 9, "%08X", (unsigned)store_port);
-    }
-    Py_ssize_t prefix_len = (Py_ssize_t)strlen(id_prefix);
+    char host_id[64];
+    Py_ssize_t prefix_len = id_prefix(host_id, store_host.buf, store_host.len, store_port);
     tags = PyDict_New();
     if (!tags) goto done;
     long long phys = physical_offset;
@@ -230,7 +149,7 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
         const Entry *e = &entries[i];
         const unsigned char *p = b + e->props_start;
         Py_ssize_t plen = e->props_len;
-        int add_cluster = !contains(p, plen, CLUSTER_KEY);
+        int add_cluster = !span_contains((Span){p, plen}, CLUSTER_KEY);
         Py_ssize_t stored_plen = plen + (add_cluster ? cluster.len : 0);
         Py_ssize_t size = fixed + e->body_len + 1 + topic_len + 2 + stored_plen;
         long long queue_offset = first_queue_offset + i;
@@ -277,11 +196,10 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
         written += size;
 
         /* consumequeue entry: physical offset, size, tags code */
-        const unsigned char *v;
-        Py_ssize_t vlen;
+        Span props = {p, plen}, tag_text;
         int64_t tags_code = 0;
-        if (find_value(p, plen, "TAGS", 4, &v, &vlen) && vlen > 0)
-            tags_code = (int32_t)java_hash_bytes(0, v, vlen);
+        if (find_value(props, "TAGS", &tag_text) && tag_text.n > 0)
+            tags_code = (int32_t)java_hash_bytes(0, tag_text.p, tag_text.n);
         unsigned char *c = cq_base + 20 * i;
         put_i64(c, phys);
         put_i32(c + 8, (int32_t)size);
@@ -296,37 +214,16 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
         }
 
         /* index entries: the unique key, then each key, without repeats */
-        int32_t hashes[64];
-        int nh = 0;
-        if (find_value(p, plen, "UNIQ_KEY", 8, &v, &vlen) && vlen > 0)
-            hashes[nh++] = index_hash(topic_hash, v, vlen);
-        if (find_value(p, plen, "KEYS", 4, &v, &vlen)) {
-            Py_ssize_t k = 0;
-            while (k < vlen) {
-                const unsigned char *sp = memchr(v + k, ' ', (size_t)(vlen - k));
-                Py_ssize_t kend = sp ? (Py_ssize_t)(sp - v) : vlen;
-                if (kend > k) {
-                    int32_t h = index_hash(topic_hash, v + k, kend - k);
-                    int seen = 0;
-                    for (int j = 0; j < nh; j++) seen |= hashes[j] == h;
-                    if (!seen) {
-                        if (nh == 64) goto too_many_keys;
-                        hashes[nh++] = h;
-                    }
-                }
-                k = kend + 1;
-            }
-        }
-        if (out_reserve(&index, 12 * (Py_ssize_t)nh) < 0) goto done;
-        for (int j = 0; j < nh; j++) {
-            put_i64(index.data + index.len, phys);
-            put_i32(index.data + index.len + 8, hashes[j]);
-            index.len += 12;
-        }
+        Span unique_key = {NULL, 0}, keys = {NULL, 0};
+        int has_unique = find_value(props, "UNIQ_KEY", &unique_key);
+        int has_keys = find_value(props, "KEYS", &keys);
+        int indexed = index_record(&index, topic_hash, unique_key, has_unique, keys, has_keys, phys);
+        if (indexed < 0) goto done;
+        if (indexed > 0) goto too_many_keys;
 
         if (out_reserve(&ids, prefix_len + 17) < 0) goto done;
         if (i) ids.data[ids.len++] = ',';
-        memcpy(ids.data + ids.len, id_prefix, (size_t)prefix_len);
+        memcpy(ids.data + ids.len, host_id, (size_t)prefix_len);
         ids.len += prefix_len;
         snprintf((char *)ids.data + ids.len, 17, "%016llX", (unsigned long long)phys);
         ids.len += 16;

@@ -15,25 +15,25 @@ typedef struct {
     Py_ssize_t n;
 } Span;
 
-static int span_contains(Span s, const char *needle) {
+static inline int span_contains(Span s, const char *needle) {
     size_t m = strlen(needle);
     if ((size_t)s.n < m) return 0;
     return memmem(s.p, (size_t)s.n, needle, m) != NULL;
 }
 
-static int span_equals(Span s, const char *text) {
+static inline int span_equals(Span s, const char *text) {
     size_t m = strlen(text);
     return (size_t)s.n == m && memcmp(s.p, text, m) == 0;
 }
 
-static int span_ascii(Span s) {
+static inline int span_ascii(Span s) {
     unsigned char any = 0;
     for (Py_ssize_t i = 0; i < s.n; i++) any |= s.p[i];
     return any < 0x80;
 }
 
 /* A value the broker writes into a property string: ASCII, no separators. */
-static int plain_value(Span s) {
+static inline int plain_value(Span s) {
     for (Py_ssize_t i = 0; i < s.n; i++)
         if (s.p[i] >= 0x80 || s.p[i] == 0x01 || s.p[i] == 0x02) return 0;
     return 1;
@@ -41,7 +41,7 @@ static int plain_value(Span s) {
 
 /* The property string kept as sent: ASCII, every item `key\x01value\x02`
  * by the send processor's test (`_well_formed_properties`). */
-static int plain_well_formed(Span s) {
+static inline int plain_well_formed(Span s) {
     const unsigned char *p = s.p;
     Py_ssize_t n = s.n;
     if (n == 0) return 1;
@@ -59,14 +59,14 @@ static int plain_well_formed(Span s) {
     return ones == twos;
 }
 
-static uint32_t java_hash_bytes(uint32_t h, const unsigned char *s, Py_ssize_t n) {
+static inline uint32_t java_hash_bytes(uint32_t h, const unsigned char *s, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) h = h * 31u + s[i];
     return h;
 }
 
 /* RocketMQ's index keyHash of `topic#key` (`topic_hash` covers `topic#`):
  * abs of the Java hash, 0 when abs overflows. */
-static int32_t index_hash(uint32_t topic_hash, Span key) {
+static inline int32_t index_hash(uint32_t topic_hash, Span key) {
     uint32_t h = java_hash_bytes(topic_hash, key.p, key.n);
     int32_t s = (int32_t)h;
     if (s == INT32_MIN) return 0;
@@ -75,7 +75,7 @@ static int32_t index_hash(uint32_t topic_hash, Span key) {
 
 /* The value of the last item named `key`, as decode_properties keeps it
  * (items split on \x02, each at its first \x01). */
-static int find_value(Span s, const char *key, Span *value) {
+static inline int find_value(Span s, const char *key, Span *value) {
     Py_ssize_t key_len = (Py_ssize_t)strlen(key);
     const unsigned char *p = s.p;
     Py_ssize_t n = s.n, i = 0;
@@ -100,7 +100,7 @@ typedef struct {
     Py_ssize_t len, cap;
 } Out;
 
-static int out_reserve(Out *o, Py_ssize_t more) {
+static inline int out_reserve(Out *o, Py_ssize_t more) {
     if (o->len + more <= o->cap) return 0;
     Py_ssize_t cap = o->cap ? o->cap : 256;
     while (cap < o->len + more) cap *= 2;
@@ -120,7 +120,7 @@ static int out_reserve(Out *o, Py_ssize_t more) {
  * without repeats: IndexService._key_hashes) appended to `out` as 12 bytes
  * each; 1 when the record has more distinct keys than this path holds
  * (the caller's general path indexes those), -1 on a memory error. */
-static int index_record(Out *out, uint32_t topic_hash, Span unique_key, int has_unique,
+static inline int index_record(Out *out, uint32_t topic_hash, Span unique_key, int has_unique,
                         Span keys, int has_keys, int64_t phys) {
     int32_t hashes[MAX_INDEX_KEYS];
     int nh = 0;
@@ -153,7 +153,7 @@ static int index_record(Out *out, uint32_t topic_hash, Span unique_key, int has_
 }
 
 /* The offset message id prefix of a store host: its address and port in hex. */
-static Py_ssize_t id_prefix(char *buf, const unsigned char *host, Py_ssize_t host_len, int port) {
+static inline Py_ssize_t id_prefix(char *buf, const unsigned char *host, Py_ssize_t host_len, int port) {
     int w = 0;
     for (Py_ssize_t i = 0; i < host_len; i++) w += snprintf(buf + w, 3, "%02X", host[i]);
     w += snprintf(buf + w, 9, "%08X", (unsigned)port);
