@@ -28,7 +28,6 @@ full checks and remarks.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -37,6 +36,13 @@ from tidemq.common.errors import ProtocolError
 from tidemq.common.hashing import java_string_hash_uncached
 from tidemq.record.codec import MAX_PROPERTIES_LENGTH, encode_record, split_batch
 from tidemq.record.native import compiled
+from tidemq.record.property_text import (
+    CLUSTER_KEY,
+    CQ_ENTRY,
+    INDEX_ENTRY,
+    index_hashes,
+    plain_well_formed,
+)
 
 __all__ = ["BatchRecords", "encode", "encode_batch_records", "implementation"]
 
@@ -51,12 +57,7 @@ _DIVERTING_KEYS = tuple(
         props.START_DELIVER_TIME,
     )
 )
-_CLUSTER_KEY = props.CLUSTER + props.NAME_VALUE_SEPARATOR
-_CQ_ENTRY = struct.Struct(">qiq")
-_INDEX_ENTRY = struct.Struct(">qi")
-_INT32_MIN = -(2**31)
-_MAX_KEYS = 64
-"""More distinct keys than this in one message go to the general path."""
+_INDEX_KEYS = (props.UNIQ_KEY, props.KEYS)
 
 
 class BatchRecords(NamedTuple):
@@ -68,18 +69,6 @@ class BatchRecords(NamedTuple):
     tags: dict[int, int]
 
 
-def _plain_well_formed(raw: str) -> bool:
-    if not raw:
-        return True
-    return (
-        raw.isascii()
-        and raw.endswith("\x02")
-        and not raw.startswith("\x01")
-        and raw.count("\x01") == raw.count("\x02")
-        and "\x02\x01" not in raw
-    )
-
-
 def _last_value(raw: str, key: str) -> str | None:
     found = None
     for item in raw.split("\x02"):
@@ -87,11 +76,6 @@ def _last_value(raw: str, key: str) -> str | None:
         if sep and name == key:
             found = value
     return found
-
-
-def _index_hash(topic: str, key: str) -> int:
-    signed = java_string_hash_uncached(f"{topic}#{key}")
-    return 0 if signed == _INT32_MIN else abs(signed)
 
 
 def encode_batch_records(
@@ -117,7 +101,7 @@ def encode_batch_records(
         or len(born_host) not in (4, 16)
         or len(store_host) not in (4, 16)
         or len(cluster) > MAX_PROPERTIES_LENGTH
-        or not _plain_well_formed(cluster)
+        or not plain_well_formed(cluster)
     ):
         return None
     try:
@@ -128,9 +112,9 @@ def encode_batch_records(
         return None
     for entry in entries:
         raw = entry.properties
-        if not _plain_well_formed(raw) or any(key in raw for key in _DIVERTING_KEYS):
+        if not plain_well_formed(raw) or any(key in raw for key in _DIVERTING_KEYS):
             return None
-        if _CLUSTER_KEY not in raw and len(raw) + len(cluster) > MAX_PROPERTIES_LENGTH:
+        if CLUSTER_KEY not in raw and len(raw) + len(cluster) > MAX_PROPERTIES_LENGTH:
             return None
     topic_text = topic.decode("ascii")
     records: list[bytes] = []
@@ -142,7 +126,7 @@ def encode_batch_records(
     offset = physical_offset
     for position, entry in enumerate(entries):
         raw = entry.properties
-        stored = raw if _CLUSTER_KEY in raw else raw + cluster
+        stored = raw if CLUSTER_KEY in raw else raw + cluster
         queue_offset = first_queue_offset + position
         record = encode_record(
             topic,
@@ -166,22 +150,13 @@ def encode_batch_records(
         records.append(record)
         tag_value = _last_value(raw, props.TAGS)
         tags_code = java_string_hash_uncached(tag_value) if tag_value else 0
-        cq.append(_CQ_ENTRY.pack(offset, size, tags_code))
+        cq.append(CQ_ENTRY.pack(offset, size, tags_code))
         tags[tags_code] = queue_offset
-        hashes: list[int] = []
-        unique_key = _last_value(raw, props.UNIQ_KEY)
-        if unique_key:
-            hashes.append(_index_hash(topic_text, unique_key))
-        keys = _last_value(raw, props.KEYS)
-        if keys is not None:
-            for key in keys.split(" "):
-                if key:
-                    key_hash = _index_hash(topic_text, key)
-                    if key_hash not in hashes:
-                        if len(hashes) == _MAX_KEYS:
-                            return None
-                        hashes.append(key_hash)
-        index.extend(_INDEX_ENTRY.pack(offset, key_hash) for key_hash in hashes)
+        named = {key: value for key in _INDEX_KEYS if (value := _last_value(raw, key)) is not None}
+        hashes = index_hashes(topic_text, named)
+        if hashes is None:
+            return None
+        index.extend(INDEX_ENTRY.pack(offset, key_hash) for key_hash in hashes)
         ids.append(f"{prefix}{offset:016X}")
         offset += size
     return BatchRecords(

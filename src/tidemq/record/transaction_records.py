@@ -46,6 +46,13 @@ from tidemq.common.hashing import java_string_hash_uncached
 from tidemq.common.properties import decode_properties, edit_properties, encode_properties
 from tidemq.record.codec import MAX_PROPERTIES_LENGTH, MESSAGE_MAGIC_V1, encode_record, split_batch
 from tidemq.record.native import compiled
+from tidemq.record.property_text import (
+    CLUSTER_KEY,
+    CQ_ENTRY,
+    INDEX_ENTRY,
+    index_hashes,
+    plain_well_formed,
+)
 
 __all__ = [
     "EndRecords",
@@ -68,12 +75,6 @@ _HALF_DIVERTING_KEYS = tuple(
         props.START_DELIVER_TIME,
     )
 )
-_CLUSTER_KEY = props.CLUSTER + props.NAME_VALUE_SEPARATOR
-_CQ_ENTRY = struct.Struct(">qiq")
-_INDEX_ENTRY = struct.Struct(">qi")
-_INT32_MIN = -(2**31)
-_MAX_KEYS = 64
-"""More distinct keys than this in one message go to the general path."""
 _MAX_V1_TOPIC = 127
 _TRANSACTION_MASK = 0x0C
 _TRANSACTION_COMMIT = 0x08
@@ -125,43 +126,8 @@ class EndRecords(NamedTuple):
     index_bound: int
 
 
-def _plain_well_formed(raw: str) -> bool:
-    if not raw:
-        return True
-    return (
-        raw.isascii()
-        and raw.endswith("\x02")
-        and not raw.startswith("\x01")
-        and raw.count("\x01") == raw.count("\x02")
-        and "\x02\x01" not in raw
-    )
-
-
 def _plain_value(value: bytes) -> bool:
     return value.isascii() and b"\x01" not in value and b"\x02" not in value
-
-
-def _index_hashes(topic: str, parsed: Mapping[str, str]) -> list[int] | None:
-    """IndexService._key_hashes of one record; None past _MAX_KEYS distinct keys."""
-
-    def hashed(key: str) -> int:
-        signed = java_string_hash_uncached(f"{topic}#{key}")
-        return 0 if signed == _INT32_MIN else abs(signed)
-
-    hashes: list[int] = []
-    unique_key = parsed.get(props.UNIQ_KEY)
-    if unique_key:
-        hashes.append(hashed(unique_key))
-    keys = parsed.get(props.KEYS)
-    if keys is not None:
-        for key in keys.split(" "):
-            if key:
-                key_hash = hashed(key)
-                if key_hash not in hashes:
-                    if len(hashes) == _MAX_KEYS:
-                        return None
-                    hashes.append(key_hash)
-    return hashes
 
 
 def _index_bound(parsed: Mapping[str, str]) -> int:
@@ -208,7 +174,7 @@ def encode_half_records(
         or len(born_host) not in (4, 16)
         or len(store_host) not in (4, 16)
         or len(cluster) > MAX_PROPERTIES_LENGTH
-        or not _plain_well_formed(cluster)
+        or not plain_well_formed(cluster)
         or not real_topic
         or not _plain_value(real_topic)
         or not _plain_value(producer_group)
@@ -229,12 +195,12 @@ def encode_half_records(
     for entry in entries:
         raw = entry.properties
         if (
-            not _plain_well_formed(raw)
+            not plain_well_formed(raw)
             or len(entry.body) > max_body_size
             or any(key in raw for key in _HALF_DIVERTING_KEYS)
         ):
             return None
-        properties = raw if _CLUSTER_KEY in raw else raw + cluster
+        properties = raw if CLUSTER_KEY in raw else raw + cluster
         parsed = decode_properties(properties)
         key = parsed.get(props.UNIQ_KEY)
         if not key:
@@ -285,12 +251,12 @@ def encode_half_records(
         parsed = decode_properties(properties)
         tags_code = _tags_code(parsed)
         bound += _index_bound(parsed)
-        cq.append(_CQ_ENTRY.pack(offset, size, tags_code))
+        cq.append(CQ_ENTRY.pack(offset, size, tags_code))
         tags[tags_code] = queue_offset
-        hashes = _index_hashes(half_text, parsed)
+        hashes = index_hashes(half_text, parsed)
         if hashes is None:
             return None
-        index.extend(_INDEX_ENTRY.pack(offset, key_hash) for key_hash in hashes)
+        index.extend(INDEX_ENTRY.pack(offset, key_hash) for key_hash in hashes)
         ids.append(f"{prefix}{offset:016X}")
         offset += size
     return HalfRecords(
@@ -507,17 +473,17 @@ def encode_end_records(
                 half.body,
                 half.properties.encode("ascii"),
             )
-            hashes = _index_hashes(topic, half.parsed)
+            hashes = index_hashes(topic, half.parsed)
             if hashes is None:
                 return None
             tags_code = _tags_code(half.parsed)
             bound += _index_bound(half.parsed)
-            target.cq.append(_CQ_ENTRY.pack(offset, len(committed), tags_code))
+            target.cq.append(CQ_ENTRY.pack(offset, len(committed), tags_code))
             target.tags[tags_code] = target.next
             target.next += 1
             target.committed += 1
             target.committed_bytes += len(half.body)
-            index.extend(_INDEX_ENTRY.pack(offset, key_hash) for key_hash in hashes)
+            index.extend(INDEX_ENTRY.pack(offset, key_hash) for key_hash in hashes)
             records.append(committed)
             offset += len(committed)
         op_queue = queues[(op_text, 0)]
@@ -541,15 +507,15 @@ def encode_end_records(
             op_properties.encode("ascii"),
         )
         op_parsed = decode_properties(op_properties)
-        hashes = _index_hashes(op_text, op_parsed)
+        hashes = index_hashes(op_text, op_parsed)
         if hashes is None:
             return None
         tags_code = _tags_code(op_parsed)
         bound += _index_bound(op_parsed)
-        op_queue.cq.append(_CQ_ENTRY.pack(offset, len(op), tags_code))
+        op_queue.cq.append(CQ_ENTRY.pack(offset, len(op), tags_code))
         op_queue.tags[tags_code] = op_queue.next
         op_queue.next += 1
-        index.extend(_INDEX_ENTRY.pack(offset, key_hash) for key_hash in hashes)
+        index.extend(INDEX_ENTRY.pack(offset, key_hash) for key_hash in hashes)
         records.append(op)
         offset += len(op)
     runs = [
