@@ -126,6 +126,10 @@ class CheckBack:
                         if not await self._visit(raw, report):
                             return report
                         owner.progress = offset + 1
+                # A page may pass without one suspension (resolved halves are
+                # skipped, and an async-flush append can finish at once): let
+                # the broker's other work run between pages.
+                await asyncio.sleep(0)
         finally:
             owner.commit_progress()
             self._add_to_totals(report)

@@ -3,6 +3,7 @@ END_TRANSACTION, the check-back scan, a restart. No sockets, a manual clock."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass, field
@@ -516,3 +517,30 @@ async def test_locate_needs_transactions(tmp_path: Path) -> None:
     with pytest.raises(BrokerError) as refused:
         disabled.locate_half("UNIQ-order-1")
     assert refused.value.code == ResponseCode.NO_PERMISSION
+
+
+async def test_a_long_scan_lets_the_broker_run_between_pages(tmp_path: Path) -> None:
+    broker = make_broker(tmp_path)
+    producer(broker, "client-1", 1)
+    for i in range(100):
+        sent = await send_half(broker, f"order-{i}".encode())
+        await broker.tx.end(end_header(sent, ROLLBACK))
+    broker.clock.advance(60)
+    ran = 0
+    stopping = False
+
+    async def other_work() -> None:
+        nonlocal ran
+        while not stopping:
+            ran += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(other_work())
+    await asyncio.sleep(0)
+    before = ran
+    report = await broker.tx.check_back.scan()
+    during = ran - before
+    stopping = True
+    await task
+    assert report.skipped == 100
+    assert during >= 3  # 100 resolved halves are 4 pages: a turn for others after each
