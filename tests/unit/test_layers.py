@@ -8,7 +8,7 @@ dependency all the same.
     0      common
     1      record            (the stored-record layout and its codecs, compiled and pure)
     2      protocol, filter
-    3      store, transport
+    3      store, transport, acl (who may do what: signatures, policies)
     4      timer, namesrv, client
     5      broker
     6      grpc
@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "filter": 2,
     "store": 3,
     "transport": 3,
+    "acl": 3,
     "timer": 4,
     "namesrv": 4,
     "client": 4,
