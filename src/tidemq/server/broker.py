@@ -295,7 +295,10 @@ class Broker:
         core.service.attach_loop(asyncio.get_running_loop())
         self.core = core
         self._register_now = asyncio.Event()
-        gate.open(core.dispatch_table())
+        table = core.dispatch_table()
+        gate.open(table)  # requests that arrived while the store opened
+        assert self.server is not None
+        self.server.use_handlers(table)  # later ones skip the gate
         if core.scheduler is not None:
             await core.scheduler.start()
         if core.timers is not None:

@@ -296,6 +296,12 @@ class RemotingServer:
         if self._on_close is not None:
             self._on_close(connection)
 
+    def use_handlers(self, handlers: Mapping[int, Handler]) -> None:
+        """Serve with `handlers` from now on (requests already running finish
+        with the old ones). A broker listens before its store is open, behind
+        handlers that wait for it; once it is open this drops that layer."""
+        self._handlers = dict(handlers)
+
     async def _dispatch(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand | None:

@@ -486,3 +486,23 @@ async def test_a_closed_connection_drops_sends_and_refuses_requests(
         connection.send_oneway(RemotingCommand.request(FAST))
     assert await connection.wait_closed(timeout=5)
     assert (await client.invoke(address, RemotingCommand.request(FAST))).code == 0
+
+
+async def test_new_handlers_serve_the_next_requests(
+    make_server: ServerFactory, raw_peers: PeerFactory
+) -> None:
+    async def first(req: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        return RemotingCommand.response_to(req, ResponseCode.SUCCESS, body=b"first")
+
+    async def second(req: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        return RemotingCommand.response_to(req, ResponseCode.SUCCESS, body=b"second")
+
+    server = await make_server({FAST: first})
+    peer = await raw_peers(server.port)
+    await peer.send(request(FAST, 1))
+    assert (await peer.read_command()).body == b"first"
+    server.use_handlers({FAST: second})
+    await peer.send(request(FAST, 2))
+    assert (await peer.read_command()).body == b"second"
+    await peer.send(request(SLOW, 3))
+    assert (await peer.read_command()).code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
