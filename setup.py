@@ -22,7 +22,11 @@ def _extension(name: str, libraries: tuple[str, ...] = ()) -> Extension:
     return Extension(
         f"tidemq.record.{name}",
         [f"src/tidemq/record/{name}.c"],
-        depends=["src/tidemq/record/_native_common.h", "src/tidemq/record/_property_text.h"],
+        depends=[
+            "src/tidemq/record/_native_common.h",
+            "src/tidemq/record/_property_text.h",
+            "src/tidemq/record/_batch_body.h",
+        ],
         extra_compile_args=_FLAGS,
         libraries=list(libraries),
         optional=True,
