@@ -189,6 +189,7 @@ def test_takes_racing_revokes_and_seeks_never_return_what_was_invalidated() -> N
     failures: list[str] = []
     taken_count = [0]
     done = threading.Event()
+    took = threading.Event()  # set by a poller after each take: the rounds wait for one
 
     def poller() -> None:
         deadline = time.monotonic() + HANG_GUARD_S
@@ -200,6 +201,7 @@ def test_takes_racing_revokes_and_seeks_never_return_what_was_invalidated() -> N
             if got is None:
                 continue
             taken_count[0] += 1
+            took.set()
             if got.mq in gone:
                 failures.append(f"{got.mq} polled after its revoke")
             if got.generation < floor.get(got.mq, 0):
@@ -213,8 +215,11 @@ def test_takes_racing_revokes_and_seeks_never_return_what_was_invalidated() -> N
         for round_number in range(rounds):
             mq = MessageQueue("T", "b", round_number)  # a fresh queue each round
             gate = QueueGate()
+            took.clear()
             for _ in range(20):
                 buffer.offer(batch(mq, gate, next(numbers)))
+            # the pollers take part in every round, however the threads are scheduled
+            assert took.wait(HANG_GUARD_S), "no poller took a batch"
             new_generation = buffer.reposition(gate)
             with lock:
                 generations[mq] = new_generation
