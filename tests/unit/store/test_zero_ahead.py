@@ -175,20 +175,27 @@ def test_zeros_never_land_on_appends_made_at_the_same_time(tmp_path: Path) -> No
     size = page_ceil(sum(map(len, records))) + 64 * PAGE_SIZE
     mapped = MappedFile(0, MmapFile(tmp_path / "log", size), reserve_chunk=size)
     mapped.append(records[0])
-    # The first zeros switch the file's appends to pwrite, which lets go of
-    # the GIL: the two threads then really interleave.
+    # Appends are pwrites, which let go of the GIL: the threads really interleave.
     zeroed = [mapped.file.zero_ahead(len(records[0]), len(records[0]) + PAGE_SIZE, PAGE_SIZE)]
     stop = threading.Event()
+    zeros_written = threading.Event()
 
     def zero_ahead() -> None:
         while not stop.is_set():
             wrote = mapped.wrote_position
             zeroed.append(mapped.file.zero_ahead(wrote, wrote + 2 * PAGE_SIZE, PAGE_SIZE))
+            if zeroed[-1]:
+                zeros_written.set()
 
     zeroing = threading.Thread(target=zero_ahead)
     zeroing.start()
     try:
-        for record in records[1:]:
+        half = len(records) // 2
+        for record in records[1:half]:
+            mapped.append(record)
+        # the zeros run between the appends however the threads are scheduled
+        assert zeros_written.wait(HANG_GUARD_S), "the zeroing thread never wrote"
+        for record in records[half:]:
             mapped.append(record)
     finally:
         stop.set()
