@@ -100,9 +100,10 @@ class AddressSet:
 
 
 @dataclass(frozen=True, slots=True)
-class IPv4Range:
-    """RangeRemoteAddressStrategy for IPv4: fixed leading octets, then one
-    octet within [start, end]; any later octets are free."""
+class _Range:
+    """RangeRemoteAddressStrategy: fixed leading groups, then one group within
+    [start, end]; any later groups are free. The subclasses say what a group
+    is (an IPv4 octet, a 16-bit IPv6 group)."""
 
     pattern: str
     head: tuple[int, ...]
@@ -110,32 +111,36 @@ class IPv4Range:
     end: int
 
     def matches(self, address: str) -> bool:
-        ip = _ip(address)
-        if not isinstance(ip, ipaddress.IPv4Address):
+        groups = self._groups(_ip(address))
+        if groups is None:
             return False
-        octets = ip.packed
         index = len(self.head)
-        return tuple(octets[:index]) == self.head and self.start <= octets[index] <= self.end
+        return groups[:index] == self.head and self.start <= groups[index] <= self.end
+
+    @staticmethod
+    def _groups(ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> tuple[int, ...] | None:
+        raise NotImplementedError
 
 
 @dataclass(frozen=True, slots=True)
-class IPv6Range:
-    """RangeRemoteAddressStrategy for IPv6: fixed leading groups, then one
-    16-bit group within [start, end]; any later groups are free."""
+class IPv4Range(_Range):
+    """A range of IPv4 addresses: groups are octets."""
 
-    pattern: str
-    head: tuple[int, ...]
-    start: int
-    end: int
+    @staticmethod
+    def _groups(ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> tuple[int, ...] | None:
+        return tuple(ip.packed) if isinstance(ip, ipaddress.IPv4Address) else None
 
-    def matches(self, address: str) -> bool:
-        ip = _ip(address)
+
+@dataclass(frozen=True, slots=True)
+class IPv6Range(_Range):
+    """A range of IPv6 addresses: groups are the eight 16-bit groups."""
+
+    @staticmethod
+    def _groups(ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> tuple[int, ...] | None:
         if not isinstance(ip, ipaddress.IPv6Address):
-            return False
+            return None
         packed = ip.packed
-        groups = tuple(int.from_bytes(packed[i : i + 2], "big") for i in range(0, 16, 2))
-        index = len(self.head)
-        return groups[:index] == self.head and self.start <= groups[index] <= self.end
+        return tuple(int.from_bytes(packed[i : i + 2], "big") for i in range(0, 16, 2))
 
 
 _JAVA_BLANKS = "".join(chr(c) for c in range(0x21))

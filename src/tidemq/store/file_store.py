@@ -50,12 +50,12 @@ from tidemq.store.api import (
     PutResult,
     PutStatus,
     QueryResult,
-    RecordRun,
+    QueueEntries,
     RunEncoder,
     RunPosition,
 )
 from tidemq.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from tidemq.store.commitlog import AppendPlan, BatchPlan, CommitLog
+from tidemq.store.commitlog import AppendPlan, CommitLog
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.consumequeue import BLANK_SIZE, ENTRY, ConsumeQueue
 from tidemq.store.disk_guard import DiskGuard, disk_used_ratio
@@ -470,51 +470,18 @@ class FileMessageStore:
             log.error("no space for a reserved commitlog write at %d: %s", plan.append.start, exc)
             self._dispatch_behind = self._dispatched_offset = plan.append.start
             return self._batch_refusal(self._no_space(exc)), 0
-        refused = self._dispatch_batch(plan, queue, index)
+        entries = QueueEntries(
+            plan.topic, plan.queue_id, plan.first_queue_offset, plan.cq_entries, plan.tags
+        )
+        refused = self._dispatch_runs(
+            plan.append.start, [entries], [queue], plan.index_entries, index, plan.store_timestamp
+        )
         if refused is not None:
             return self._batch_refusal(refused), 0
         return (
             BatchAppendResult(PutStatus.PUT_OK, plan.count, plan.first_queue_offset, plan.msg_ids),
             plan.append.end,
         )
-
-    def _dispatch_batch(
-        self, plan: BatchPlan, queue: ConsumeQueue, index: IndexService | None
-    ) -> BatchPutResult | None:
-        """The consumequeue run, the index entries and one arrival per tags
-        code of a written batch; a refusal if the consumequeue had no room."""
-        start = plan.append.start
-        try:
-            queue.put_run(plan.first_queue_offset, plan.cq_entries)
-        except NoSpaceError as exc:
-            self._dispatch_behind = self._dispatched_offset = start
-            log.warning(
-                "no room for the consumequeue entries of the batch at %d: the batch is "
-                "refused; its records are dispatched once there is room",
-                start,
-            )
-            return self._no_space(exc)
-        store_timestamp = plan.store_timestamp
-        if index is not None:
-            try:
-                index.build_packed(plan.index_entries, store_timestamp)
-            except NoSpaceError as exc:
-                self._index_behind = start
-                self.disk.no_space(exc)
-                log.warning(
-                    "no room in the index for the batch at %d: it and later records are "
-                    "indexed once there is room",
-                    start,
-                )
-        for tags_code, queue_offset in plan.tags.items():
-            arrival = DispatchRequest(
-                plan.topic, plan.queue_id, start, 0, tags_code, store_timestamp, queue_offset
-            )
-            for listener in self._listeners:
-                listener(arrival)
-        self._dispatched_offset = self.commitlog.max_offset
-        self.disk.wrote()
-        return None
 
     @staticmethod
     def _batch_refusal(refused: BatchPutResult) -> BatchAppendResult:
@@ -1091,46 +1058,50 @@ class FileMessageStore:
             log.error("no space for a reserved commitlog write at %d: %s", start, exc)
             self._dispatch_behind = self._dispatched_offset = start
             return self._batch_refusal(self._no_space(exc)), 0
-        refused = self._dispatch_run(start, run, queues, index, position.store_timestamp)
+        refused = self._dispatch_runs(
+            start, run.queues, queues, run.index_entries, index, position.store_timestamp
+        )
         if refused is not None:
             return self._batch_refusal(refused), 0
         return BatchAppendResult(PutStatus.PUT_OK, count), end
 
-    def _dispatch_run(
+    def _dispatch_runs(
         self,
         start: int,
-        run: RecordRun,
+        parts: Sequence[QueueEntries],
         queues: Sequence[ConsumeQueue],
+        index_entries: bytes,
         index: IndexService | None,
         store_timestamp: int,
     ) -> BatchPutResult | None:
-        """Each queue's consumequeue run, the index entries and one arrival per
-        queue and tags code of a written run; a refusal if a consumequeue had
-        no room (as `_dispatch_batch`)."""
+        """Dispatch records appended as one run from `start` (a batch body, or
+        a run its caller encoded): each queue's consumequeue entries, the
+        packed index entries and one arrival per queue and tags code; a
+        refusal if a consumequeue had no room."""
         try:
-            for part, queue in zip(run.queues, queues, strict=True):
+            for part, queue in zip(parts, queues, strict=True):
                 queue.put_run(part.first_queue_offset, part.cq_entries)
         except NoSpaceError as exc:
             self._dispatch_behind = self._dispatched_offset = start
             log.warning(
-                "no room for the consumequeue entries of the run at %d: it is refused; "
-                "its records are dispatched once there is room",
+                "no room for the consumequeue entries of the records at %d: they are "
+                "refused, and dispatched once there is room",
                 start,
             )
             return self._no_space(exc)
         if index is not None:
             try:
-                index.build_packed(run.index_entries, store_timestamp)
+                index.build_packed(index_entries, store_timestamp)
             except NoSpaceError as exc:
                 self._index_behind = start
                 self.disk.no_space(exc)
                 log.warning(
-                    "no room in the index for the run at %d: it and later records are "
+                    "no room in the index for the records at %d: they and later records are "
                     "indexed once there is room",
                     start,
                 )
         listeners = self._listeners
-        for part in run.queues:
+        for part in parts:
             for tags_code, queue_offset in part.tags.items():
                 arrival = DispatchRequest(
                     part.topic, part.queue_id, start, 0, tags_code, store_timestamp, queue_offset
