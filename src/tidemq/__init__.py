@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "SendResult": "tidemq.client.model",
     "SendStatus": "tidemq.client.model",
     "ClientConfig": "tidemq.client.instance",
+    "Credentials": "tidemq.acl.credentials",
     # producer
     "AsyncProducer": "tidemq.client.producer",
     "Producer": "tidemq.client.producer",
@@ -90,6 +91,7 @@ __all__ = [
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
     "ConsumeStatus",
+    "Credentials",
     "LitePullConsumer",
     "LocalTransactionState",
     "MachineRoomNearby",
@@ -113,6 +115,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from tidemq.acl.credentials import Credentials
     from tidemq.client._core.allocation import (
         AllocateStrategy,
         Averagely,

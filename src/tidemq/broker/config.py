@@ -96,6 +96,15 @@ class BrokerConfig:
     """Retention: delete unexpired files above the force ratio (cleanFileForciblyEnable)."""
     retention_interval_s: float = 10.0
     """How often retention runs and disk use is measured (cleanResourceInterval)."""
+    acl_file: str | None = None
+    """A RocketMQ ``plain_acl.yml``: every remoting request is checked against
+    it (ACL 1.0), and it is reloaded when it changes; None: no access control."""
+    acl_poll_interval_s: float = 5.0
+    """How often the ACL file is looked at for changes (RocketMQ: 5 s)."""
+    acl_access_key: str | None = None
+    """With `acl_secret_key`: the credentials this broker signs its requests to
+    the name servers with (RocketMQ 5's innerClientAuthenticationCredentials)."""
+    acl_secret_key: str | None = field(default=None, repr=False)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -127,6 +136,15 @@ class BrokerConfig:
             raise ValueError(f"connection_max_idle_s={self.connection_max_idle_s}: must be >= 0")
         if self.frame_buffer_budget_bytes < 1 or self.frame_timeout_s <= 0:
             raise ValueError("frame_buffer_budget_bytes and frame_timeout_s must be > 0")
+        if (self.acl_access_key is None) != (self.acl_secret_key is None):
+            raise ValueError("acl_access_key and acl_secret_key go together")
+        if self.acl_poll_interval_s <= 0:
+            raise ValueError(f"acl_poll_interval_s={self.acl_poll_interval_s}: must be > 0")
+        if self.acl_file is not None and self.grpc_port is not None:
+            raise ValueError(
+                "acl_file does not cover the gRPC endpoint yet: set grpc_port to null "
+                "(clients with credentials use the remoting port)"
+            )
 
     @property
     def store_dir(self) -> Path:
@@ -192,6 +210,8 @@ _NOT_SETTABLE = frozenset(
         "grpc_port",
         "grpc_tls_cert",
         "grpc_tls_key",
+        "acl_access_key",
+        "acl_secret_key",
     }
 )
 """Set by serve's own options."""

@@ -1,7 +1,8 @@
-"""What every command that talks to a cluster shares: `--namesrv` and
-`--json`, running an AdminClient call with failures turned into one line
-(with the server's response code, for `--json`), and the parsers of times
-and KEY=VALUE pairs."""
+"""What every command that talks to a cluster shares: `--namesrv`, `--json`
+and the ACL credentials (`--access-key`/`--secret-key`, or TIDEMQ_ACCESS_KEY /
+TIDEMQ_SECRET_KEY: every request is then signed), running an AdminClient
+call with failures turned into one line (with the server's response code,
+for `--json`), and the parsers of times and KEY=VALUE pairs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from tidemq.acl.credentials import ACCESS_KEY_ENV, SECRET_KEY_ENV, Credentials
 from tidemq.cli.output import fail
 from tidemq.client.admin import AdminClient, AdminError, parse_address_list
 from tidemq.common import event_loop
@@ -21,6 +23,7 @@ __all__ = [
     "DEFAULT_NAMESRV",
     "abort",
     "admin_options",
+    "credentials_of",
     "iso_time",
     "parse_properties",
     "parse_timestamp",
@@ -40,8 +43,46 @@ def _check_namesrv(ctx: click.Context, param: click.Parameter, value: str) -> li
         raise click.BadParameter(str(exc)) from None
 
 
+_CREDENTIALS_META = "tidemq.credentials"
+
+
+def _keep_key(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """Kept in the context for run_admin, so the commands need no parameter of their own."""
+    if value:
+        ctx.meta.setdefault(_CREDENTIALS_META, {})[param.name] = value
+
+
+def credentials_of(ctx: click.Context) -> Credentials | None:
+    """The command's --access-key/--secret-key (or environment), None without both."""
+    given = ctx.meta.get(_CREDENTIALS_META, {})
+    access_key, secret_key = given.get("access_key"), given.get("secret_key")
+    if access_key is None and secret_key is None:
+        return None
+    if access_key is None or secret_key is None:
+        raise click.UsageError(
+            f"--access-key and --secret-key go together (or {ACCESS_KEY_ENV} and {SECRET_KEY_ENV})"
+        )
+    return Credentials(access_key, secret_key)
+
+
 def admin_options(command: F) -> F:
-    """--namesrv and --json, on every command that talks to a cluster."""
+    """--namesrv, --json and the ACL credentials, on every command that talks to a cluster."""
+    command = click.option(
+        "--secret-key",
+        envvar=SECRET_KEY_ENV,
+        show_envvar=True,
+        expose_value=False,
+        callback=_keep_key,
+        help="ACL secret key for --access-key.",
+    )(command)
+    command = click.option(
+        "--access-key",
+        envvar=ACCESS_KEY_ENV,
+        show_envvar=True,
+        expose_value=False,
+        callback=_keep_key,
+        help="ACL access key: every request is signed (RocketMQ ACL 1.0).",
+    )(command)
     command = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs.")(
         command
     )
@@ -65,8 +106,10 @@ def abort(message: str, code: int | None = None) -> NoReturn:
 def run_admin(namesrv: Sequence[str], action: Callable[[AdminClient], Awaitable[T]]) -> T:
     """Run `action` with a connected AdminClient; any AdminError becomes a clean exit."""
 
+    credentials = credentials_of(click.get_current_context())
+
     async def main() -> T:
-        async with AdminClient(namesrv) as admin:
+        async with AdminClient(namesrv, credentials=credentials) as admin:
             return await action(admin)
 
     try:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
 import json
 import logging
 import os
@@ -109,11 +110,12 @@ async def _stop_signals() -> AsyncIterator[asyncio.Event]:
 async def _start(what: str, address: str, start: Callable[[], Awaitable[Any]]) -> None:
     """Run `start`; a failure is one line that names what failed: the data
     directory's owner, the file or directory, else the address."""
+    from tidemq.acl.plain_config import AclConfigError
     from tidemq.store.lock import StoreLockedError
 
     try:
         await start()
-    except StoreLockedError as exc:
+    except (StoreLockedError, AclConfigError) as exc:
         _abort(f"cannot start the {what}: {exc}")
     except OSError as exc:
         reason = (os.strerror(exc.errno) if exc.errno else (exc.strerror or str(exc))).lower()
@@ -164,6 +166,26 @@ def _grpc_settings(port: int | None, tls_cert: Path | None, tls_key: Path | None
     }
 
 
+def _is_loopback(host: str) -> bool:
+    """Only this machine can connect (an IP literal, or "localhost")."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_acl_file(path: Path) -> None:
+    """A policy file that cannot be used is one line and exit 1, before anything starts."""
+    from tidemq.acl.plain_config import AclConfigError, load_plain_acl
+
+    try:
+        load_plain_acl(path)
+    except AclConfigError as exc:
+        _abort(f"--acl: {exc}")
+
+
 @click.command("serve")
 @click.option(
     "--data-dir",
@@ -203,6 +225,20 @@ def _grpc_settings(port: int | None, tls_cert: Path | None, tls_key: Path | None
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
+    "--acl",
+    "acl_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="RocketMQ plain_acl.yml: every request must be allowed by it (ACL 1.0); "
+    "reloaded when it changes. The gRPC endpoint is off with it (its ACL comes later).",
+)
+@click.option(
+    "--allow-anonymous",
+    is_flag=True,
+    help="Listen on a non-loopback --host without --acl (anyone who reaches the ports "
+    "may produce, consume and administer).",
+)
+@click.option(
     "--advertised-host",
     default=None,
     help="IPv4 address clients are told to use (default: --host, or 127.0.0.1 "
@@ -226,10 +262,17 @@ def serve(
     tls_key: Path | None,
     flush: str,
     host: str,
+    acl_file: Path | None,
+    allow_anonymous: bool,
     advertised_host: str | None,
     settings: tuple[str, ...],
 ) -> None:
     """Run a standalone name server and broker in one process (topics auto-created)."""
+    if acl_file is None and not allow_anonymous and not _is_loopback(host):
+        _abort(
+            f"refusing to listen on {host or '*'} without access control: "
+            "give --acl FILE, or --allow-anonymous to let in anyone who can reach it"
+        )
     root = data_dir if data_dir is not None else default_data_dir()
     advertised = advertised_host or ("127.0.0.1" if host in _WILDCARD_HOSTS else host)
     try:
@@ -238,6 +281,9 @@ def serve(
     except ValueError as exc:
         _abort(f"--set: {exc}")
     overrides.update(_grpc_settings(None if no_grpc else grpc_port, tls_cert, tls_key))
+    if acl_file is not None:
+        _check_acl_file(acl_file)
+        overrides.update(acl_file=str(acl_file), grpc_port=None)
     _run(
         lambda: _serve(
             root, host, advertised, namesrv_port, broker_port, FlushMode(flush), overrides
@@ -288,6 +334,12 @@ async def _serve(
 def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -> None:
     flag = "" if namesrv == "127.0.0.1:9876" else f" --namesrv {namesrv}"
     tls = " (TLS)" if config.grpc_tls_cert else ""
+    acl = (
+        f"  access       ACL on: {config.acl_file} (reloaded when it changes; gRPC off)\n"
+        "                clients sign with --access-key/--secret-key or credentials=\n"
+        if config.acl_file
+        else ""
+    )
     grpc_lines = (
         "RocketMQ 5 clients (official Python/Node, gRPC) connect to the endpoint:\n"
         f'  Python: ClientConfiguration("{grpc}", Credentials()){tls}\n'
@@ -300,8 +352,7 @@ def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -
         f"  name server  [bold]{namesrv}[/]\n"
         f"  broker       [bold]{broker}[/]  ({config.broker_name}, cluster {config.cluster_name})\n"
         f"  data         {config.data_dir}  (flush: {config.flush_mode.value}, "
-        "topics auto-created)\n"
-        "\n"
+        "topics auto-created)\n" + acl + "\n"
         "Try it from another terminal:\n"
         f"  tidemq topic create TopicTest{flag}\n"
         f"  tidemq send TopicTest 'hello' --tags TagA --keys order-1{flag}\n"

@@ -9,11 +9,13 @@ construction rather than by copy.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from types import TracebackType
 from typing import ClassVar, Self
 
+from tidemq.acl.credentials import Credentials
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig
 from tidemq.protocol import ResponseCode
@@ -50,11 +52,16 @@ def make_client_config(
     namesrv: str | Sequence[str],
     instance_name: str | None,
     config: ClientConfig | None,
+    credentials: Credentials | None = None,
 ) -> ClientConfig:
-    """The caller's `config`, else one for `namesrv` named `instance_name` (when given)."""
+    """The caller's `config`, else one for `namesrv` named `instance_name` (when
+    given); `credentials`, when given, replace the config's (the caller's config
+    object is not changed)."""
     if config is not None:
+        if credentials is not None:
+            return dataclasses.replace(config, credentials=credentials)
         return config
-    config = ClientConfig(namesrv=namesrv)
+    config = ClientConfig(namesrv=namesrv, credentials=credentials)
     if instance_name is not None:
         config.instance_name = instance_name
     return config

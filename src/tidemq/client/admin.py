@@ -47,6 +47,7 @@ import random
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
+from tidemq.acl.credentials import Credentials
 from tidemq.client._base import AsyncClient
 from tidemq.client._key_query import PAGE_SIZE, KeyQueryResult, Page, merge, search_pages
 from tidemq.client._peer import not_a_name_server
@@ -164,8 +165,10 @@ class AdminClient(AsyncClient):
         *,
         timeout: float = 3.0,
         clock: Clock = SYSTEM_CLOCK,
+        credentials: Credentials | None = None,
     ) -> None:
         self._namesrv = parse_address_list(namesrv)
+        self._credentials = credentials
         self._timeout = timeout
         self._clock = clock
         self._remoting: RemotingClient | None = None
@@ -192,7 +195,10 @@ class AdminClient(AsyncClient):
 
     def _client(self) -> RemotingClient:
         if self._remoting is None:
-            self._remoting = RemotingClient()
+            credentials = self._credentials
+            self._remoting = RemotingClient(
+                sign=credentials.sign if credentials is not None else None
+            )
         return self._remoting
 
     async def _call(

@@ -39,6 +39,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from tidemq.acl.credentials import Credentials
 from tidemq.client._peer import not_a_name_server
 from tidemq.client._wire import (
     call,
@@ -113,6 +114,9 @@ class ClientConfig:
     heartbeat_interval_s: float = 30.0
     request_timeout_s: float = 3.0
     clock: Clock = SYSTEM_CLOCK
+    credentials: Credentials | None = None
+    """ACL credentials: every request (to name servers and brokers) is signed
+    with them, as Java's AclClientRPCHook does; None sends them unsigned."""
 
     @property
     def client_id(self) -> str:
@@ -188,7 +192,12 @@ class ClientInstance:
         self.clock = self.config.clock
         self.client_id = self.config.client_id
         self._namesrv = parse_address_list(self.config.namesrv)
-        self._remoting = RemotingClient(request_handler=self._on_server_request, name="client")
+        credentials = self.config.credentials
+        self._remoting = RemotingClient(
+            request_handler=self._on_server_request,
+            name="client",
+            sign=credentials.sign if credentials is not None else None,
+        )
         self._tasks = TaskSet(f"client {self.client_id}")
         self._routes: dict[str, TopicRoute] = {}
         self._route_locks: dict[str, asyncio.Lock] = {}

@@ -32,6 +32,7 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tidemq.acl.credentials import Credentials
 from tidemq.client._base import GroupClient, check_group, make_client_config
 from tidemq.client._core.queue_selection import (
     LatencyFaultTolerance,
@@ -120,6 +121,7 @@ class AsyncProducer(GroupClient):
         default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
+        credentials: Credentials | None = None,
         client_instance: ClientInstance | None = None,
     ) -> None:
         check_group(group, "producer")
@@ -134,7 +136,7 @@ class AsyncProducer(GroupClient):
             self._owns_instance = False
         else:
             self._instance = ClientInstance(
-                make_client_config(namesrv, instance_name, client_config)
+                make_client_config(namesrv, instance_name, client_config, credentials)
             )
             self._owns_instance = True
         self._config = self._instance.config
@@ -838,6 +840,7 @@ class Producer(BlockingClient[AsyncProducer]):
         default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         build = functools.partial(
             AsyncProducer,
@@ -854,6 +857,7 @@ class Producer(BlockingClient[AsyncProducer]):
             default_topic_queue_nums=default_topic_queue_nums,
             instance_name=instance_name,
             client_config=client_config,
+            credentials=credentials,
         )
         super().__init__(build, thread_name=f"tidemq-producer-{group}")
 

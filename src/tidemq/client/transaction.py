@@ -44,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict, Unpack
 
+from tidemq.acl.credentials import Credentials
 from tidemq.client._loop import BlockingClient
 from tidemq.client._send import DEFAULT_PRODUCER_GROUP
 from tidemq.client.consumer.listener import is_async_listener
@@ -103,6 +104,7 @@ class ProducerOptions(TypedDict, total=False):
     default_topic_queue_nums: int
     instance_name: str | None
     client_config: ClientConfig | None
+    credentials: Credentials | None
     client_instance: ClientInstance | None
     """Async only: a started ClientInstance shared with its owner."""
 

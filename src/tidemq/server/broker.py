@@ -2,6 +2,9 @@
 
 Start order:
 
+0. with ``acl_file``, read the policy (a file that cannot be used stops the
+   start); the server then checks every request against it before its
+   handler (tidemq.acl.gate) and re-reads it when it changes;
 1. bind the server (port 0 picks one; requests arriving before step 3 wait
    up to STARTUP_WAIT_S, then get SYSTEM_BUSY), because the store needs the
    port: it is part of every offset message id;
@@ -16,7 +19,10 @@ Start order:
    background tasks: registration every 30 s (and at once after a topic
    change), long-poll re-check every 5 s, offset persist every 5 s, client
    and lock expiry every 10 s, retention (and a disk use check) every
-   `retention_interval_s` (10 s), the delay scheduler.
+   `retention_interval_s` (10 s), the delay scheduler, the ACL file's poll.
+
+With ``acl_access_key``/``acl_secret_key`` its requests to the name servers
+are signed (RocketMQ 5's innerClientAuthenticationCredentials).
 
 Stop order (`stop`): answer every held pull now; stop the server (stop
 accepting, let in-flight requests finish up to `grace`, close connections);
@@ -41,6 +47,9 @@ import zlib
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from tidemq.acl.credentials import Credentials
+from tidemq.acl.gate import AclGate
+from tidemq.acl.policy_file import PolicyFile
 from tidemq.broker.assembly import BrokerCore, assemble
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.handlers import HANDLED_CODES, encode_json
@@ -71,6 +80,8 @@ log = logging.getLogger(__name__)
 STARTUP_WAIT_S = 5.0
 EXPIRY_SCAN_INTERVAL_S = 10.0
 NAMESRV_TIMEOUT_S = 3.0
+ACL_POLL_TICK_S = 1.0
+"""How often the ACL file's poll runs; it looks at the file every acl_poll_interval_s."""
 
 
 def resolve_ipv4(host: str) -> bytes:
@@ -165,7 +176,16 @@ class Broker:
         self.core: BrokerCore | None = None
         """The broker's parts (state, features, processors), once the store is open."""
         self.grpc: GrpcEndpoint | None = None
-        self._namesrv = RemotingClient(name=f"broker-{config.broker_name}-namesrv")
+        self.acl: AclGate | None = None
+        """Access control on the remoting port (config.acl_file), None when off."""
+        self.acl_file: PolicyFile | None = None
+        credentials = None
+        if config.acl_access_key is not None and config.acl_secret_key is not None:
+            credentials = Credentials(config.acl_access_key, config.acl_secret_key)
+        self._namesrv = RemotingClient(
+            name=f"broker-{config.broker_name}-namesrv",
+            sign=credentials.sign if credentials is not None else None,
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         self._register_now: asyncio.Event | None = None
         self._offset_write: asyncio.Future[None] | None = None
@@ -209,6 +229,7 @@ class Broker:
         self._started = True
         config = self.config
         config.config_dir.mkdir(parents=True, exist_ok=True)
+        self._start_acl()
         gate = _Gate()
         self.server = RemotingServer(
             f"broker-{config.broker_name}",
@@ -220,6 +241,7 @@ class Broker:
             max_idle_s=config.connection_max_idle_s,
             frame_budget_bytes=config.frame_buffer_budget_bytes,
             frame_timeout_s=config.frame_timeout_s,
+            gate=self._acl_check if self.acl is not None else None,
         )
         await self.server.start()
         try:
@@ -255,7 +277,34 @@ class Broker:
         self._spawn(self._every(config.persist_interval_s, self._persist_offsets), "persist")
         self._spawn(self._every(EXPIRY_SCAN_INTERVAL_S, self._expire_clients), "client-expiry")
         self._spawn(self._every(config.retention_interval_s, self._retention), "retention")
+        if self.acl_file is not None:
+            self._spawn(self._every(ACL_POLL_TICK_S, self._poll_acl), "acl-reload")
         log.info("broker %s started at %s", config.broker_name, self.address)
+
+    def _start_acl(self) -> None:
+        """Read the ACL file (AclConfigError if unusable: no start with a policy
+        that cannot be read) and build the gate the server checks requests with."""
+        if self.config.acl_file is None:
+            return
+        policy_file = PolicyFile(
+            self.config.acl_file, self.clock, interval_s=self.config.acl_poll_interval_s
+        )
+        acl = AclGate(policy_file.policy, name=f"broker-{self.config.broker_name}")
+        policy_file.on_change = acl.use
+        self.acl, self.acl_file = acl, policy_file
+        log.info(
+            "ACL on: %s (%d account(s))", policy_file.path, len(policy_file.policy.config.accounts)
+        )
+
+    def _acl_check(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand | None:
+        acl = self.acl
+        return None if acl is None else acl.check(request, connection.remote[0])
+
+    async def _poll_acl(self) -> None:
+        if self.acl_file is not None:
+            self.acl_file.poll()
 
     async def _open(self, gate: _Gate) -> None:
         config = self.config

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol.command import RemotingCommand
@@ -66,7 +67,11 @@ class RemotingClient:
         max_frame_size: int = MAX_FRAME_SIZE,
         max_write_buffer: int = DEFAULT_MAX_WRITE_BUFFER,
         name: str = "client",
+        sign: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
+        """`sign` is applied to every request sent, just before it is encoded
+        (ACL credentials, tidemq.acl.credentials.Credentials.sign)."""
+        self._sign = sign
         self._request_handler = request_handler
         self._connect_timeout = connect_timeout
         self._max_in_flight = max_in_flight
@@ -170,6 +175,7 @@ class RemotingClient:
                 opaques=self._opaques,
                 on_close=forget,
                 name=self._name,
+                sign=self._sign,
             )
 
         try:

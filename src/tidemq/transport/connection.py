@@ -110,6 +110,7 @@ class Connection(asyncio.Protocol):
         on_close: Callable[[Connection], None] | None = None,
         name: str = "remoting",
         frame_budget: FrameBudget | None = None,
+        sign: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
@@ -140,6 +141,9 @@ class Connection(asyncio.Protocol):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lost: asyncio.Future[None] | None = None
         self._frame_budget = frame_budget
+        self._sign = sign
+        """Called on each request this end sends, just before it is encoded
+        (a client's ACL signature: tidemq.acl.credentials); None: nothing to add."""
         self._allowance: FrameAllowance | None = None
         self._traffic = False
         self._quiet_since = 0.0
@@ -220,6 +224,8 @@ class Connection(asyncio.Protocol):
         outgoing = _outgoing(
             command, self._opaques.allocate(), (command.flag | ONEWAY_FLAG) & ~RESPONSE_FLAG
         )
+        if self._sign is not None:
+            self._sign(outgoing)
         self._write(outgoing.encode())
 
     async def request(
@@ -266,6 +272,8 @@ class Connection(asyncio.Protocol):
             outgoing.flag = flag
         else:
             outgoing = _outgoing(command, opaque, flag)
+        if self._sign is not None:
+            self._sign(outgoing)
         head, body = outgoing.encode_parts()
         loop = self._loop or asyncio.get_running_loop()
         future: asyncio.Future[RemotingCommand] = loop.create_future()

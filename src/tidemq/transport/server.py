@@ -1,6 +1,8 @@
 """The remoting TCP server: a request-code -> handler table behind a listening socket.
 
-Dispatch (RocketMQ's processor table): a request whose code has no handler is
+Dispatch (RocketMQ's processor table): an optional ``gate`` sees every
+request first and may answer it instead of its handler (access control,
+as RocketMQ's server RPC hooks); a request whose code has no handler is
 answered REQUEST_CODE_NOT_SUPPORTED with Java's remark
 ``" request type <code> not supported"``. Everything per connection
 (concurrency, SYSTEM_BUSY bound, error mapping, bad frames) is described in
@@ -27,6 +29,7 @@ import asyncio
 import logging
 import socket
 from collections.abc import Callable, Mapping
+from typing import TypeAlias
 
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol.codes import ResponseCode
@@ -44,7 +47,7 @@ from .connection import (
 from .frame_budget import DEFAULT_FRAME_BUDGET, DEFAULT_FRAME_TIMEOUT_S, FrameBudget
 from .housekeeping import Verdict, verdict
 
-__all__ = ["DEFAULT_MAX_IDLE_S", "Handler", "RemotingServer", "not_supported"]
+__all__ = ["DEFAULT_MAX_IDLE_S", "Gate", "Handler", "RemotingServer", "not_supported"]
 
 logger = logging.getLogger("tidemq.transport")
 
@@ -55,6 +58,11 @@ DEFAULT_SWEEP_INTERVAL_S = 1.0
 DEFAULT_BACKLOG = 1024
 """Java's NettySystemConfig.socketBacklog (asyncio's default is 100)."""
 _SHOWN_PEERS = 3
+
+
+Gate: TypeAlias = Callable[[RemotingCommand, Connection], RemotingCommand | None]
+"""Looks at every request before its handler: None lets it through, a
+response refuses it (access control, tidemq.acl.gate)."""
 
 
 def not_supported(request: RemotingCommand) -> RemotingCommand:
@@ -87,6 +95,7 @@ class RemotingServer:
         backlog: int = DEFAULT_BACKLOG,
         accept_retry_s: float = ACCEPT_RETRY_S,
         report_interval_s: float = REPORT_INTERVAL_S,
+        gate: Gate | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
@@ -94,6 +103,7 @@ class RemotingServer:
             raise ValueError("frame_timeout_s and sweep_interval_s must be positive")
         self.name = name
         self._handlers: dict[int, Handler] = dict(handlers)
+        self._gate = gate
         self._host = host
         self._requested_port = port
         self._max_in_flight = max_in_flight
@@ -311,6 +321,11 @@ class RemotingServer:
                 ResponseCode.SYSTEM_BUSY,
                 f"[REJECTREQUEST]system busy, {self.name} is shutting down",
             )
+        gate = self._gate
+        if gate is not None:
+            refusal = gate(request, connection)
+            if refusal is not None:
+                return refusal
         handler = self._handlers.get(request.code)
         if handler is None:
             logger.debug("%s: request code %d not supported", self.name, request.code)

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tidemq.acl.credentials import Credentials
 from tidemq.client._base import GroupClient, check_group, make_client_config
 from tidemq.client._core.allocation import AllocateStrategy, Averagely
 from tidemq.client._core.process_queue import (
@@ -155,6 +156,7 @@ class AsyncLitePullConsumer(GroupClient):
         offset_store_dir: str | Path | None = None,
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         check_group(group, "consumer")
         _check_range("auto_commit_interval_s", auto_commit_interval_s, 0.0, None, open_low=True)
@@ -170,7 +172,9 @@ class AsyncLitePullConsumer(GroupClient):
         _check_range("persist_interval_s", persist_interval_s, 0.0, None, open_low=True)
         if consume_timestamp is not None:
             parse_consume_timestamp(consume_timestamp)  # ValueError when malformed
-        config = self._config = make_client_config(namesrv, instance_name, client_config)
+        config = self._config = make_client_config(
+            namesrv, instance_name, client_config, credentials
+        )
         self._group = group
         self._instance = ClientInstance(config)
         self._clock = self._instance.clock
@@ -916,6 +920,7 @@ class LitePullConsumer(BlockingClient[AsyncLitePullConsumer]):
         offset_store_dir: str | Path | None = None,
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         build = functools.partial(
             AsyncLitePullConsumer,
@@ -938,6 +943,7 @@ class LitePullConsumer(BlockingClient[AsyncLitePullConsumer]):
             offset_store_dir=offset_store_dir,
             instance_name=instance_name,
             client_config=client_config,
+            credentials=credentials,
         )
         super().__init__(build, thread_name=f"tidemq-lite-pull-{group}")
 

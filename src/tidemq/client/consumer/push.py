@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from tidemq.acl.credentials import Credentials
 from tidemq.client._base import GroupClient, check_group, make_client_config
 from tidemq.client._core import rebalance as rebalance_plan
 from tidemq.client._core.allocation import AllocateStrategy, Averagely
@@ -135,6 +136,7 @@ class AsyncPushConsumer(GroupClient):
         offset_store_dir: str | Path | None = None,
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
+        credentials: Credentials | None = None,
         hooks: Iterable[ConsumeHook] = (),
         queue_listener: QueueListener | None = None,
         rebalance_interval_s: float = 20.0,
@@ -162,7 +164,9 @@ class AsyncPushConsumer(GroupClient):
         self.settings.validate()
         if consume_timestamp is not None:
             rebalance_plan.parse_consume_timestamp(consume_timestamp)  # ValueError if malformed
-        config = self._config = make_client_config(namesrv, instance_name, client_config)
+        config = self._config = make_client_config(
+            namesrv, instance_name, client_config, credentials
+        )
         self._offsets_owner = local_store_owner(
             config.client_ip,
             instance_name or (client_config.instance_name if client_config else None),
@@ -617,6 +621,7 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
         offset_store_dir: str | Path | None = None,
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
+        credentials: Credentials | None = None,
         hooks: Iterable[ConsumeHook] = (),
         queue_listener: QueueListener | None = None,
         rebalance_interval_s: float = 20.0,
@@ -645,6 +650,7 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
             offset_store_dir=offset_store_dir,
             instance_name=instance_name,
             client_config=client_config,
+            credentials=credentials,
             hooks=tuple(hooks),
             queue_listener=queue_listener,
             rebalance_interval_s=rebalance_interval_s,

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from tidemq.acl.credentials import Credentials
 from tidemq.client._base import AsyncClient, check_group, make_client_config
 from tidemq.client._loop import BlockingClient
 from tidemq.client._wire import decode_messages, remark
@@ -164,11 +165,14 @@ class AsyncSimpleConsumer(AsyncClient):
         await_duration: Duration = DEFAULT_AWAIT_S,
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self._group = check_group(group, "consumer")
         self._subscriptions = _subscriptions(subscriptions)
         self.await_s = _seconds(await_duration, "await_duration")
-        self._instance = ClientInstance(make_client_config(namesrv, instance_name, client_config))
+        self._instance = ClientInstance(
+            make_client_config(namesrv, instance_name, client_config, credentials)
+        )
         self._turn = 0
         self._started = False
 
@@ -315,6 +319,7 @@ class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
         await_duration: Duration = DEFAULT_AWAIT_S,
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         build = functools.partial(
             AsyncSimpleConsumer,
@@ -324,6 +329,7 @@ class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
             await_duration=await_duration,
             instance_name=instance_name,
             client_config=client_config,
+            credentials=credentials,
         )
         super().__init__(build, thread_name=f"tidemq-simple-{group}")
 

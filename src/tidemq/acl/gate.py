@@ -1,0 +1,83 @@
+"""The check in front of a server's request table: admit, or answer NO_PERMISSION.
+
+One ``AclGate`` per server holds the policy in force (swapped whole when the
+file changes), answers a refused request with NO_PERMISSION (16) and the
+validator's remark, counts refusals per reason (``refusals()``, for metrics)
+and logs one line per (client address, reason), so a client retrying in a
+loop does not flood the log. Nothing reaches a processor once refused, so
+nothing is stored, consumed or changed; the connection stays open.
+
+RocketMQ 4.9.8 and 5.2.0 answer an ACL 1.0 refusal SYSTEM_ERROR with the
+exception's class name and a stack frame in the remark
+(``remoting/.../netty/NettyRemotingAbstract.java`` processRequestCommand);
+its ACL 2.0 (apache/rocketmq HEAD, ``broker/.../auth/pipeline/
+AuthorizationPipeline.java``) answers NO_PERMISSION with the message alone,
+which is what clients can act on; tidemq does that, with ACL 1.0's messages.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, OrderedDict
+
+from tidemq.protocol.codes import ResponseCode, request_code_name
+from tidemq.protocol.command import RemotingCommand
+
+from .validator import AclPolicy, Reason, client_host, validate
+
+__all__ = ["AclGate"]
+
+log = logging.getLogger("tidemq.acl")
+
+_LOGGED_LIMIT = 4096
+"""(client, reason) pairs remembered as logged; the oldest is forgotten beyond this."""
+
+
+class AclGate:
+    """Admits or refuses each request under the current policy."""
+
+    def __init__(self, policy: AclPolicy, *, name: str = "server") -> None:
+        self._policy = policy
+        self._name = name
+        self._refusals: Counter[Reason] = Counter()
+        self._logged: OrderedDict[tuple[str, Reason], None] = OrderedDict()
+
+    @property
+    def policy(self) -> AclPolicy:
+        return self._policy
+
+    def use(self, policy: AclPolicy) -> None:
+        """Apply `policy` to the requests that arrive from now on."""
+        self._policy = policy
+
+    def refusals(self) -> dict[str, int]:
+        """Refused requests per reason since start (every reason listed, zeros too)."""
+        return {reason.value: self._refusals[reason] for reason in Reason}
+
+    def check(self, request: RemotingCommand, remote_host: str) -> RemotingCommand | None:
+        """None to go on to the request's handler, else the refusal to send back."""
+        host = client_host(remote_host)
+        denial = validate(self._policy, request, host)
+        if denial is None:
+            return None
+        self._refusals[denial.reason] += 1
+        self._log_once(host, denial.reason, request.code, denial.remark)
+        return RemotingCommand.response_to(request, ResponseCode.NO_PERMISSION, denial.remark)
+
+    def _log_once(self, host: str, reason: Reason, code: int, remark: str) -> None:
+        key = (host, reason)
+        if key in self._logged:
+            return
+        self._logged[key] = None
+        if len(self._logged) > _LOGGED_LIMIT:
+            self._logged.popitem(last=False)
+        log.warning(
+            "%s: refused %s from %s (%s): %s; further refusals of %s for this reason "
+            "are counted, not logged",
+            self._name,
+            request_code_name(code),
+            host,
+            reason.value,
+            remark,
+            host,
+        )

@@ -1,0 +1,184 @@
+"""ACL 1.0 on a remoting request: may this caller, from this address, do this?
+
+The order of the checks, and the texts of the refusals, are RocketMQ's, so a
+client that works (or is refused) against a RocketMQ broker with a given
+``plain_acl.yml`` behaves the same here. Sources, apache/rocketmq tag
+rocketmq-all-4.9.8 (identical in rocketmq-all-5.2.0):
+``acl/.../plain/PlainPermissionManager.java`` (validate, checkPerm),
+``acl/.../plain/PlainAccessValidator.java`` (parse: the client's address is
+the text before the last ``:``; a request without ext fields only meets the
+address rules; a parse failure is an AclException with its message),
+``acl/.../plain/PlainAccessResource.java`` (printStr: ``topic:NAME`` /
+``group:NAME``).
+
+1. The resources the request needs are derived first (``resources``); a
+   request Java cannot parse is refused whoever sends it.
+2. A client in ``globalWhiteRemoteAddresses`` is admitted, signed or not.
+3. ``AccessKey`` missing -> "No accessKey is configured"; unknown -> "No acl
+   config for KEY".
+4. A client matching its account's ``whiteRemoteAddress`` is admitted
+   without a signature check (nor a permission check).
+5. The ``Signature`` must be the secret key's -> "Check signature failed
+   for accessKey=KEY".
+6. PUB on RMQ_SYS_TRACE_TOPIC is admitted (message traces).
+7. Admin-only codes need ``admin: true``; an admin account without any
+   ``topicPerms``/``groupPerms`` may then do anything (Java has no map to
+   check); otherwise every resource needs its
+   permission from ``topicPerms``/``groupPerms``, else from
+   ``defaultTopicPerm``/``defaultGroupPerm`` (a ``%RETRY%G`` topic is group G)
+   -> "No default permission for topic:T" (Java's text, used for both).
+
+A refusal never shows a secret; the access key (not secret, and what the
+operator needs to see) is cut to 64 characters.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tidemq.protocol.codes import RequestCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.heartbeat import HeartbeatData, parse_heartbeat
+
+from .permissions import Permission, check_permission, needs_admin
+from .plain_config import PlainAccessAccount, PlainAclConfig
+from .remote_address import AddressMatcher, parse_pattern
+from .resources import group_of_retry_topic, is_retry_topic, needed_permissions
+from .signing import ACCESS_KEY, verify
+
+__all__ = ["AclPolicy", "Denial", "Reason", "client_host", "validate"]
+
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+"""TopicValidator.RMQ_SYS_TRACE_TOPIC: a trace PUB skips the permission check."""
+
+_SHOWN_KEY = 64
+
+
+class Reason(enum.Enum):
+    """Why a request was refused: one counter and one log line per value."""
+
+    BAD_REQUEST = "bad_request"
+    NO_ACCESS_KEY = "no_access_key"
+    UNKNOWN_ACCESS_KEY = "unknown_access_key"
+    BAD_SIGNATURE = "bad_signature"
+    NOT_ADMIN = "not_admin"
+    NO_PERMISSION = "no_permission"
+
+
+@dataclass(frozen=True, slots=True)
+class Denial:
+    """A refusal: its reason and the remark the client reads."""
+
+    reason: Reason
+    remark: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Account:
+    account: PlainAccessAccount
+    addresses: AddressMatcher
+    perms: Mapping[str, Permission]
+
+
+class AclPolicy:
+    """A checked ``plain_acl.yml``, compiled for lookups (PlainPermissionManager's tables)."""
+
+    __slots__ = ("_accounts", "_global_white", "config")
+
+    def __init__(self, config: PlainAclConfig) -> None:
+        self.config = config
+        self._global_white = tuple(parse_pattern(p) for p in config.global_white_remote_addresses)
+        self._accounts = {
+            a.access_key: _Account(a, parse_pattern(a.white_remote_address), a.resource_perms())
+            for a in config.accounts
+        }
+
+    def globally_white(self, host: str) -> bool:
+        return any(matcher.matches(host) for matcher in self._global_white)
+
+    def account(self, access_key: str) -> _Account | None:
+        return self._accounts.get(access_key)
+
+
+def client_host(remote: str) -> str:
+    """The address a pattern is matched against: no scope, IPv4-mapped as IPv4
+    (a dual-stack listener sees ``::ffff:10.0.0.1`` where Java sees ``10.0.0.1``)."""
+    host = remote.split("%", 1)[0]
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
+def _shown(access_key: str) -> str:
+    text = access_key if len(access_key) <= _SHOWN_KEY else access_key[:_SHOWN_KEY] + "..."
+    return text.encode("unicode_escape").decode("ascii")
+
+
+def _printed(resource: str) -> str:
+    """PlainAccessResource.printStr."""
+    if is_retry_topic(resource):
+        return f"group:{group_of_retry_topic(resource)}"
+    return f"topic:{resource}"
+
+
+def _needs(request: RemotingCommand) -> list[tuple[str, Permission]]:
+    ext = request.ext_fields or None  # Java: no extFields -> only the address rules
+    heartbeat: HeartbeatData | None = None
+    if ext is not None and request.code == RequestCode.HEART_BEAT and request.body:
+        heartbeat = parse_heartbeat(request.body)
+    return needed_permissions(request.code, ext, heartbeat)
+
+
+def validate(policy: AclPolicy, request: RemotingCommand, host: str) -> Denial | None:
+    """None when `request` from `host` (``client_host``) is admitted, else why not."""
+    try:
+        needed = _needs(request)
+    except (ValueError, RecursionError) as exc:
+        return Denial(Reason.BAD_REQUEST, str(exc)[:300] or "the request cannot be read")
+    if policy.globally_white(host):
+        return None
+    access_key = request.ext_fields.get(ACCESS_KEY) if request.ext_fields else None
+    if access_key is None:
+        return Denial(Reason.NO_ACCESS_KEY, "No accessKey is configured")
+    owned = policy.account(access_key)
+    if owned is None:
+        return Denial(Reason.UNKNOWN_ACCESS_KEY, f"No acl config for {_shown(access_key)}")
+    if owned.addresses.matches(host):
+        return None
+    if not verify(
+        request.ext_fields, request.body, owned.account.secret_key, request_version=request.version
+    ):
+        return Denial(
+            Reason.BAD_SIGNATURE, f"Check signature failed for accessKey={_shown(access_key)}"
+        )
+    if dict(needed).get(TRACE_TOPIC) == Permission.PUB:
+        return None
+    return _check_perms(request.code, needed, owned)
+
+
+def _check_perms(code: int, needed: list[tuple[str, Permission]], owned: _Account) -> Denial | None:
+    """PlainPermissionManager.checkPerm."""
+    account = owned.account
+    if needs_admin(code) and not account.admin:
+        return Denial(
+            Reason.NOT_ADMIN,
+            f"Need admin permission for request code={code}, "
+            f"but accessKey={_shown(account.access_key)} is not",
+        )
+    if account.admin and not owned.perms:
+        return None  # Java: an admin without topicPerms/groupPerms has no map to check
+    for resource, perm in needed:
+        granted = owned.perms.get(resource)
+        if granted is None:
+            is_group = is_retry_topic(resource)
+            granted = account.default_group_perm if is_group else account.default_topic_perm
+        if not check_permission(perm, granted):
+            return Denial(Reason.NO_PERMISSION, f"No default permission for {_printed(resource)}")
+    return None
