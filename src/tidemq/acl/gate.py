@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, OrderedDict
+from collections.abc import Sequence
 
 from tidemq.protocol.codes import ResponseCode, request_code_name
 from tidemq.protocol.command import RemotingCommand
 
+from .plain_config import PlainAccessAccount
 from .validator import AclPolicy, Reason, client_host, validate
 
 __all__ = ["AclGate"]
@@ -36,8 +38,17 @@ _LOGGED_LIMIT = 4096
 class AclGate:
     """Admits or refuses each request under the current policy."""
 
-    def __init__(self, policy: AclPolicy, *, name: str = "server") -> None:
-        self._policy = policy
+    def __init__(
+        self,
+        policy: AclPolicy,
+        *,
+        name: str = "server",
+        trusted: Sequence[PlainAccessAccount] = (),
+    ) -> None:
+        """`trusted`: accounts added to every policy, whatever the file says (a
+        process's own internal account: tidemq serve's broker to its name server)."""
+        self._trusted = tuple(trusted)
+        self._policy = policy.with_accounts(self._trusted)
         self._name = name
         self._refusals: Counter[Reason] = Counter()
         self._logged: OrderedDict[tuple[str, Reason], None] = OrderedDict()
@@ -48,16 +59,18 @@ class AclGate:
 
     def use(self, policy: AclPolicy) -> None:
         """Apply `policy` to the requests that arrive from now on."""
-        self._policy = policy
+        self._policy = policy.with_accounts(self._trusted)
 
     def refusals(self) -> dict[str, int]:
         """Refused requests per reason since start (every reason listed, zeros too)."""
         return {reason.value: self._refusals[reason] for reason in Reason}
 
-    def check(self, request: RemotingCommand, remote_host: str) -> RemotingCommand | None:
+    def check(
+        self, request: RemotingCommand, remote_host: str, *, admin_only: bool = False
+    ) -> RemotingCommand | None:
         """None to go on to the request's handler, else the refusal to send back."""
         host = client_host(remote_host)
-        denial = validate(self._policy, request, host)
+        denial = validate(self._policy, request, host, require_admin=admin_only)
         if denial is None:
             return None
         self._refusals[denial.reason] += 1

@@ -21,7 +21,8 @@ address rules; a parse failure is an AclException with its message),
 5. The ``Signature`` must be the secret key's -> "Check signature failed
    for accessKey=KEY".
 6. PUB on RMQ_SYS_TRACE_TOPIC is admitted (message traces).
-7. Admin-only codes need ``admin: true``; an admin account without any
+7. Admin-only codes (Java's, and an offset reset: ``TIDEMQ_ADMIN_CODES``)
+   need ``admin: true``; an admin account without any
    ``topicPerms``/``groupPerms`` may then do anything (Java has no map to
    check); otherwise every resource needs its
    permission from ``topicPerms``/``groupPerms``, else from
@@ -34,9 +35,10 @@ operator needs to see) is cut to 64 characters.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tidemq.protocol.codes import RequestCode
@@ -49,12 +51,19 @@ from .remote_address import AddressMatcher, parse_pattern
 from .resources import group_of_retry_topic, is_retry_topic, needed_permissions
 from .signing import ACCESS_KEY, verify
 
-__all__ = ["AclPolicy", "Denial", "Reason", "client_host", "validate"]
+__all__ = ["TIDEMQ_ADMIN_CODES", "AclPolicy", "Denial", "Reason", "client_host", "validate"]
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 """TopicValidator.RMQ_SYS_TRACE_TOPIC: a trace PUB skips the permission check."""
 
 _SHOWN_KEY = 64
+
+TIDEMQ_ADMIN_CODES = frozenset({int(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET)})
+"""Admin-only here, not in ACL 1.0: Java's Permission.ADMIN_CODE leaves an offset
+reset (222) to any signed account, with no group or topic check; RocketMQ's ACL
+2.0 needs Update on the group and topic for it (HEAD,
+``remoting/.../header/ResetOffsetRequestHeader.java``), which plain_acl.yml
+cannot grant, so an admin account it is."""
 
 
 class Reason(enum.Enum):
@@ -96,6 +105,15 @@ class AclPolicy:
             for a in config.accounts
         }
 
+    def with_accounts(self, extra: Iterable[PlainAccessAccount]) -> AclPolicy:
+        """This policy plus `extra` accounts (replacing any with the same key):
+        a process's own internal account, which no file names."""
+        added = {a.access_key: a for a in extra}
+        if not added:
+            return self
+        kept = tuple(a for a in self.config.accounts if a.access_key not in added)
+        return AclPolicy(dataclasses.replace(self.config, accounts=kept + tuple(added.values())))
+
     def globally_white(self, host: str) -> bool:
         return any(matcher.matches(host) for matcher in self._global_white)
 
@@ -136,8 +154,12 @@ def _needs(request: RemotingCommand) -> list[tuple[str, Permission]]:
     return needed_permissions(request.code, ext, heartbeat)
 
 
-def validate(policy: AclPolicy, request: RemotingCommand, host: str) -> Denial | None:
-    """None when `request` from `host` (``client_host``) is admitted, else why not."""
+def validate(
+    policy: AclPolicy, request: RemotingCommand, host: str, *, require_admin: bool = False
+) -> Denial | None:
+    """None when `request` from `host` (``client_host``) is admitted, else why not.
+    `require_admin` treats the request's code as admin-only (tidemq's own rules,
+    see ``TIDEMQ_ADMIN_CODES`` and the name server's writes)."""
     try:
         needed = _needs(request)
     except (ValueError, RecursionError) as exc:

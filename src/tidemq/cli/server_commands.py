@@ -33,6 +33,7 @@ import ipaddress
 import json
 import logging
 import os
+import secrets
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -41,6 +42,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from tidemq.acl.credentials import Credentials
 from tidemq.broker.config import BrokerConfig
 from tidemq.cli.defaults import default_data_dir
 from tidemq.cli.limits import raise_open_files_limit
@@ -164,6 +166,11 @@ def _grpc_settings(port: int | None, tls_cert: Path | None, tls_key: Path | None
         "grpc_tls_cert": str(tls_cert) if tls_cert else None,
         "grpc_tls_key": str(tls_key) if tls_key else None,
     }
+
+
+def _internal_credentials() -> Credentials:
+    """A per-process admin account for serve's broker at serve's name server."""
+    return Credentials(f"tidemq-serve-{secrets.token_hex(8)}", secrets.token_urlsafe(32))
 
 
 def _is_loopback(host: str) -> bool:
@@ -303,8 +310,24 @@ async def _serve(
     from tidemq.namesrv.app import NameServer
     from tidemq.server.broker import Broker
 
+    acl_file = overrides.get("acl_file")
+    trusted: tuple[Credentials, ...] = ()
+    if acl_file is not None:
+        # the broker registers with its own name server under an account only they know
+        internal = _internal_credentials()
+        trusted = (internal,)
+        overrides = {
+            **overrides,
+            "acl_access_key": internal.access_key,
+            "acl_secret_key": internal.secret_key,
+        }
     async with _stop_signals() as stop:
-        namesrv = NameServer(host=host, port=namesrv_port)
+        namesrv = NameServer(
+            host=host,
+            port=namesrv_port,
+            acl_file=acl_file,
+            trusted=trusted,
+        )
         await _start("name server", f"{host}:{namesrv_port}", namesrv.start)
         try:
             namesrv_address = f"{advertised}:{namesrv.port}"
@@ -381,16 +404,26 @@ def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -
     help="0 picks a free port.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-def namesrv(port: int, host: str) -> None:
+@click.option(
+    "--acl",
+    "acl_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="RocketMQ plain_acl.yml: registering brokers and deleting routes need an admin "
+    "account (brokers sign with acl_access_key/acl_secret_key); reloaded when it changes.",
+)
+def namesrv(port: int, host: str, acl_file: Path | None) -> None:
     """Run a name server on its own (cluster mode)."""
-    _run(lambda: _namesrv(host, port))
+    if acl_file is not None:
+        _check_acl_file(acl_file)
+    _run(lambda: _namesrv(host, port, acl_file))
 
 
-async def _namesrv(host: str, port: int) -> None:
+async def _namesrv(host: str, port: int, acl_file: Path | None) -> None:
     from tidemq.namesrv.app import NameServer
 
     async with _stop_signals() as stop:
-        server = NameServer(host=host, port=port)
+        server = NameServer(host=host, port=port, acl_file=acl_file)
         await _start("name server", f"{host}:{port}", server.start)
         try:
             shown_host = "127.0.0.1" if host in _WILDCARD_HOSTS else host

@@ -1,5 +1,8 @@
 """The name server process: a RemotingServer over the route table, plus the expiry scan.
 
+With ``acl_file`` the requests that change routes need a signed admin account
+(access.py; RocketMQ checks nothing here) and the file is re-read when it changes.
+
 Every ``scan_interval_s`` (10 s, as Java) brokers that have not registered
 for 120 s are removed and their connections closed. A broker whose
 registering connection closes is removed at once. Stopping cancels the scan
@@ -10,10 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
+from pathlib import Path
 
+from tidemq.acl.credentials import Credentials
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.transport import Connection, RemotingServer
 
+from .access import NamesrvAccess
 from .handlers import NamesrvHandlers
 from .routes import BROKER_EXPIRY_MS, BrokerRecord, RouteTable
 
@@ -23,6 +30,7 @@ logger = logging.getLogger("tidemq.namesrv")
 
 DEFAULT_PORT = 9876
 SCAN_INTERVAL_S = 10.0
+ACL_POLL_TICK_S = 1.0
 
 
 class NameServer:
@@ -37,9 +45,19 @@ class NameServer:
         scan_interval_s: float = SCAN_INTERVAL_S,
         expiry_ms: int = BROKER_EXPIRY_MS,
         max_in_flight: int = 1024,
+        acl_file: str | Path | None = None,
+        acl_poll_interval_s: float = 5.0,
+        trusted: Sequence[Credentials] = (),
     ) -> None:
+        """`acl_file`: a plain_acl.yml guarding the route-changing requests
+        (AclConfigError if unusable); `trusted`: admin credentials no file names."""
         self.routes = RouteTable(clock, expiry_ms=expiry_ms)
         self._scan_interval_s = scan_interval_s
+        self.access: NamesrvAccess | None = None
+        if acl_file is not None:
+            self.access = NamesrvAccess(
+                acl_file, clock, interval_s=acl_poll_interval_s, trusted=trusted
+            )
         self._server = RemotingServer(
             "namesrv",
             NamesrvHandlers(self.routes).table(),
@@ -47,8 +65,10 @@ class NameServer:
             port=port,
             max_in_flight=max_in_flight,
             on_close=self._connection_closed,
+            gate=self.access.check if self.access is not None else None,
         )
         self._scan_task: asyncio.Task[None] | None = None
+        self._acl_task: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -65,14 +85,18 @@ class NameServer:
 
     async def start(self) -> None:
         await self._server.start()
-        self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop())
+        loop = asyncio.get_running_loop()
+        self._scan_task = loop.create_task(self._scan_loop())
+        if self.access is not None:
+            self._acl_task = loop.create_task(self._acl_loop(self.access))
         logger.info("name server listening on %s", self.address)
 
     async def stop(self, grace: float = 5.0) -> None:
-        task, self._scan_task = self._scan_task, None
-        if task is not None:
+        tasks = [t for t in (self._scan_task, self._acl_task) if t is not None]
+        self._scan_task = self._acl_task = None
+        for task in tasks:
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self._server.stop(grace)
 
     async def __aenter__(self) -> NameServer:
@@ -105,6 +129,14 @@ class NameServer:
                 self.scan_now()
             except Exception:
                 logger.exception("broker expiry scan failed")
+
+    async def _acl_loop(self, access: NamesrvAccess) -> None:
+        while True:
+            await asyncio.sleep(ACL_POLL_TICK_S)
+            try:
+                access.file.poll()
+            except Exception:
+                logger.exception("ACL file poll failed")
 
     def _connection_closed(self, connection: Connection) -> None:
         for record in self.routes.remove_channel(connection):
