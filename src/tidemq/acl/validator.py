@@ -182,13 +182,16 @@ def validate(
         )
     if dict(needed).get(TRACE_TOPIC) == Permission.PUB:
         return None
-    return _check_perms(request.code, needed, owned)
+    return _check_perms(request.code, needed, owned, require_admin)
 
 
-def _check_perms(code: int, needed: list[tuple[str, Permission]], owned: _Account) -> Denial | None:
-    """PlainPermissionManager.checkPerm."""
+def _check_perms(
+    code: int, needed: list[tuple[str, Permission]], owned: _Account, require_admin: bool
+) -> Denial | None:
+    """PlainPermissionManager.checkPerm (with tidemq's admin-only codes)."""
     account = owned.account
-    if needs_admin(code) and not account.admin:
+    admin_only = require_admin or needs_admin(code) or code in TIDEMQ_ADMIN_CODES
+    if admin_only and not account.admin:
         return Denial(
             Reason.NOT_ADMIN,
             f"Need admin permission for request code={code}, "

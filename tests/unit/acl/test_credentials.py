@@ -1,4 +1,4 @@
-"""Client credentials: AclClientRPCHook's signing, applied to a request without changing the caller's fields."""
+"""Client credentials: AclClientRPCHook's signing, without changing the caller's fields."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The gate in front of a server's table: NO_PERMISSION, counters, one log line per client and reason."""
+"""The gate in front of a server's table: NO_PERMISSION, counters, one log per client and reason."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from tidemq.protocol.command import RemotingCommand
 
 POLICY = AclPolicy(
     parse_plain_acl(
-        "accounts:\n"
-        "  - {accessKey: pubKey01, secretKey: pubSecret01, topicPerms: [T=PUB]}\n"
+        "accounts:\n  - {accessKey: pubKey01, secretKey: pubSecret01, topicPerms: [T=PUB]}\n"
     )
 )
 

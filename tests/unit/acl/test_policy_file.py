@@ -1,4 +1,4 @@
-"""The policy file reloaded on change, driven by a manual clock; a bad file keeps the last good one."""
+"""The policy file reloaded on change (a manual clock); a bad file keeps the last good one."""
 
 from __future__ import annotations
 

@@ -139,7 +139,8 @@ def test_admin_codes_need_an_admin_account() -> None:
 
 def test_an_admin_without_perm_lists_may_do_anything_one_with_lists_may_not() -> None:
     assert validate(POLICY, send("anything", key="rocketmq2", secret="12345678"), HOST) is None
-    assert validate(POLICY, send("topicB", key="adminWithPerms", secret="adminSecret"), HOST) is None
+    allowed = send("topicB", key="adminWithPerms", secret="adminSecret")
+    assert validate(POLICY, allowed, HOST) is None
     denial = validate(POLICY, send("other", key="adminWithPerms", secret="adminSecret"), HOST)
     assert reason(denial) is Reason.NO_PERMISSION
 
@@ -226,3 +227,19 @@ def test_client_host_normalises_what_a_listener_reports() -> None:
     assert client_host("fe80::1%eth0") == "fe80::1"
     assert client_host("127.0.0.1") == "127.0.0.1"
     assert client_host("") == ""
+
+
+def test_an_offset_reset_is_admin_only_here() -> None:
+    reset = {"topic": "topicB", "group": "groupB", "timestamp": "0", "isForce": "true"}
+    denial = validate(POLICY, signed(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset), HOST)
+    assert reason(denial) is Reason.NOT_ADMIN
+    admin = signed(
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset, key="rocketmq2", secret="12345678"
+    )
+    assert validate(POLICY, admin, HOST) is None
+
+
+def test_require_admin_makes_any_code_admin_only() -> None:
+    request = signed(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "topicB"})
+    assert validate(POLICY, request, HOST) is None
+    assert reason(validate(POLICY, request, HOST, require_admin=True)) is Reason.NOT_ADMIN
