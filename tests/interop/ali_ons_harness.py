@@ -84,7 +84,9 @@ class CliResult:
 class TidemqServer:
     """`python -m tidemq.cli.main serve` on ephemeral ports, in its own data dir."""
 
-    def __init__(self, data_dir: Path, *, verbose: bool = False) -> None:
+    def __init__(
+        self, data_dir: Path, *, verbose: bool = False, extra_args: Sequence[str] = ()
+    ) -> None:
         self.data_dir = data_dir
         self.log_path = data_dir.parent / f"{data_dir.name}-server.log"
         self._log = self.log_path.open("w", encoding="utf-8")
@@ -104,6 +106,7 @@ class TidemqServer:
             "0",
             "--grpc-port",
             "0",
+            *extra_args,
         ]
         self.command = command
         self.proc = subprocess.Popen(
