@@ -21,6 +21,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 RUNNABLE = ("python", "js")
 RUN_BY = {
+    ("access-control.md", "python"): "tests/integration/test_acl_docs.py",
     ("client.md", "python"): "tests/integration/test_client_docs.py",
     ("grpc.md", "python"): "tests/integration/test_grpc_docs.py",
     ("grpc.md", "js"): "tests/integration/test_grpc_docs.py",
