@@ -8,11 +8,9 @@ account that may, an account that may not.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from broker_harness import Cluster, broker_config
@@ -92,12 +90,3 @@ async def acl_cluster(
             await client.close()
         await cluster.broker.stop()
         await namesrv.stop()
-
-
-async def wait_until(what: str, condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Return once `condition()` holds; fail naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.02)

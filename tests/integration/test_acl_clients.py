@@ -19,7 +19,6 @@ from acl_support import (
     TOPIC,
     AclCluster,
     acl_cluster,
-    wait_until,
     wrong_secret,
 )
 
@@ -41,6 +40,7 @@ from tidemq.client.admin import AdminError
 from tidemq.protocol.codes import RequestCode, ResponseCode, SerializeType
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import SendMessageRequestHeaderV2, encode_header
+from tidemq.testing.waiting import eventually
 
 
 async def _topic(cluster: AclCluster) -> None:
@@ -118,7 +118,7 @@ async def test_consumers_with_credentials_receive(tmp_path: Path) -> None:
         )
         push.subscribe(TOPIC)
         async with push:
-            await wait_until("the push consumer's messages", lambda: pushed >= wanted, 20.0)
+            await eventually(lambda: pushed >= wanted, "the push consumer's messages", timeout=20.0)
 
         lite = AsyncLitePullConsumer(
             "AclLite",
@@ -170,12 +170,12 @@ async def test_a_policy_change_is_taken_without_restart(tmp_path: Path) -> None:
 
         cluster.acl_path.write_text(granted, encoding="utf-8")
         _bump_mtime(cluster.acl_path)
-        await wait_until("the new policy", lambda: policy_file.reloads >= 1)
+        await eventually(lambda: policy_file.reloads >= 1, "the new policy")
         allowed = await cluster.send(TOPIC, "after", client=client)
         assert allowed.code == ResponseCode.SUCCESS, allowed.remark
         namesrv_access = cluster.namesrv.access
         assert namesrv_access is not None
-        await wait_until("the name server's new policy", lambda: namesrv_access.file.reloads >= 1)
+        await eventually(lambda: namesrv_access.file.reloads >= 1, "the name server's new policy")
 
 
 def _bump_mtime(path: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tidemq.acl.gate import AclGate
 from tidemq.acl.plain_config import parse_plain_acl
@@ -70,3 +72,24 @@ def test_a_new_policy_applies_to_the_next_request() -> None:
         )
     )
     assert gate.check(send("Other"), "127.0.0.1") is None
+
+
+_text = st.text(max_size=80)
+_fields = st.dictionaries(
+    st.sampled_from(["AccessKey", "Signature", "SecurityToken", "b", "topic", "group"]) | _text,
+    _text,
+    max_size=8,
+)
+_codes = st.sampled_from([int(c) for c in RequestCode] + [-1, 0, 2**31 - 1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(code=_codes, fields=_fields, body=st.binary(max_size=200), version=st.integers(-5, 500))
+def test_any_request_gets_an_answer_or_goes_on_never_an_exception(
+    code: int, fields: dict[str, str], body: bytes, version: int
+) -> None:
+    request = RemotingCommand(code=code, version=version, ext_fields=fields, body=body)
+    response = AclGate(POLICY).check(request, "127.0.0.1")
+    if response is not None:
+        assert response.code == ResponseCode.NO_PERMISSION
+        assert response.remark and "pubSecret01" not in response.remark
