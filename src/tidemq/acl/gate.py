@@ -1,5 +1,9 @@
 """The check in front of a server's request table: admit, or answer NO_PERMISSION.
 
+The gRPC endpoint asks the same gate (``grpc_authenticate`` for a call,
+``grpc_authorize`` for each of its requests): one policy, reloaded once, and
+one set of counters and log lines for both protocols.
+
 One ``AclGate`` per server holds the policy in force (swapped whole when the
 file changes), answers a refused request with NO_PERMISSION (16) and the
 validator's remark, counts refusals per reason (``refusals()``, for metrics)
@@ -19,13 +23,16 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from tidemq.protocol.codes import ResponseCode, request_code_name
 from tidemq.protocol.command import RemotingCommand
 
+from . import grpc_validator
+from .grpc_validator import GrpcCaller
+from .permissions import Permission
 from .plain_config import PlainAccessAccount
-from .validator import AclPolicy, Reason, client_host, validate
+from .validator import AclPolicy, Denial, Reason, client_host, validate
 
 __all__ = ["AclGate"]
 
@@ -73,11 +80,46 @@ class AclGate:
         denial = validate(self._policy, request, host, require_admin=admin_only)
         if denial is None:
             return None
-        self._refusals[denial.reason] += 1
-        self._log_once(host, denial.reason, request.code, denial.remark)
+        self._refused(host, denial, request_code_name(request.code))
         return RemotingCommand.response_to(request, ResponseCode.NO_PERMISSION, denial.remark)
 
-    def _log_once(self, host: str, reason: Reason, code: int, remark: str) -> None:
+    def grpc_authenticate(
+        self,
+        rpc: str,
+        metadata: Mapping[str, str],
+        remote_host: str,
+        now_ms: int,
+        max_skew_ms: int,
+    ) -> GrpcCaller | Denial:
+        """Who a gRPC call (`rpc`, its `metadata`) is, or why it is refused (counted, logged)."""
+        host = client_host(remote_host)
+        outcome = grpc_validator.authenticate(self._policy, metadata, host, now_ms, max_skew_ms)
+        if isinstance(outcome, Denial):
+            self._refused(host, outcome, rpc)
+        return outcome
+
+    def grpc_authorize(
+        self, rpc: str, caller: GrpcCaller, needs: Callable[[], list[tuple[str, Permission]]]
+    ) -> Denial | None:
+        """None when `caller` may have what `needs()` says now, else the refusal
+        (counted, logged); `needs()` raising ValueError is a BAD_REQUEST refusal."""
+        try:
+            needed = needs()
+        except (ValueError, RecursionError) as exc:
+            denial: Denial | None = Denial(
+                Reason.BAD_REQUEST, str(exc)[:300] or "the request cannot be read"
+            )
+        else:
+            denial = grpc_validator.authorize(self._policy, caller, needed)
+        if denial is not None:
+            self._refused(caller.host, denial, rpc)
+        return denial
+
+    def _refused(self, host: str, denial: Denial, what: str) -> None:
+        self._refusals[denial.reason] += 1
+        self._log_once(host, denial.reason, what, denial.remark)
+
+    def _log_once(self, host: str, reason: Reason, what: str, remark: str) -> None:
         key = (host, reason)
         if key in self._logged:
             return
@@ -88,7 +130,7 @@ class AclGate:
             "%s: refused %s from %s (%s): %s; further refusals of %s for this reason "
             "are counted, not logged",
             self._name,
-            request_code_name(code),
+            what,
             host,
             reason.value,
             remark,

@@ -58,6 +58,7 @@ __all__ = [
     "parse_authorization",
     "parse_date_time",
     "sign",
+    "utc_offset_hint",
     "verify_grpc",
 ]
 
@@ -81,6 +82,7 @@ class GrpcAuthReason(enum.Enum):
     """Why a gRPC request's credentials were refused."""
 
     MISSING_AUTHORIZATION = "missing authorization header"
+    NO_CREDENTIAL = "no access key in the authorization header"
     MALFORMED = "malformed authorization header"
     MISSING_DATE = "missing x-mq-date-time header"
     BAD_DATE = "malformed x-mq-date-time header"
@@ -119,7 +121,8 @@ def parse_authorization(text: str) -> AuthorizationHeader:
     """Split an `authorization` value into access key, signed headers, signature.
 
     Parsing follows DefaultAuthenticationContextBuilder.build(Metadata, ...);
-    raises GrpcAuthError(MALFORMED) with the reason in its message.
+    raises GrpcAuthError(MALFORMED) with the reason in its message, or
+    NO_CREDENTIAL for an empty ``Credential=`` (a client without credentials).
     """
     if len(text) > MAX_AUTHORIZATION_LENGTH:
         raise _malformed(f"longer than {MAX_AUTHORIZATION_LENGTH} characters")
@@ -139,7 +142,8 @@ def parse_authorization(text: str) -> AuthorizationHeader:
             # Java: kv[1].split("/"), credential[0] is the user
             access_key = value.split("/", 1)[0]
             if not access_key:
-                raise _malformed("empty Credential")
+                # what rocketmq-python-client sends with an empty Credentials()
+                raise GrpcAuthError(GrpcAuthReason.NO_CREDENTIAL, "empty Credential")
         elif name == _SIGNED_HEADERS:
             signed_headers = tuple(h for h in value.split(";") if h)
         elif name == _SIGNATURE:
@@ -235,7 +239,38 @@ def verify_grpc(
         raise GrpcAuthError(GrpcAuthReason.BAD_SIGNATURE, f"access key {header.access_key[:64]!r}")
     skew = abs(now_ms - date_ms)
     if skew > max_skew_ms:
-        raise GrpcAuthError(
-            GrpcAuthReason.CLOCK_SKEW, f"off by {skew} ms, allowed {max_skew_ms} ms"
-        )
+        detail = f"off by {skew} ms, allowed {max_skew_ms} ms"
+        hint = utc_offset_hint(date_ms - now_ms)
+        raise GrpcAuthError(GrpcAuthReason.CLOCK_SKEW, f"{detail}; {hint}" if hint else detail)
     return header.access_key
+
+
+_QUARTER_HOUR_MS = 15 * 60_000
+_OFFSET_SLACK_MS = 60_000
+"""How far from a whole quarter hour a skew may be and still look like a time zone."""
+_MAX_ZONE_MS = 14 * 3_600_000
+
+
+def utc_offset_hint(ahead_ms: int) -> str:
+    """Why a client's date may be `ahead_ms` off ('' when no reason is apparent).
+
+    A skew of a whole number of hours (or quarter hours, as UTC+05:45 has),
+    give or take a minute, is almost always a client that formats its local
+    time with a 'Z' suffix, as rocketmq-python-client 5.x does with
+    ``datetime.now()`` (``Signature.metadata``): the remark says so, so the
+    user fixes the client's time zone instead of the server's clock."""
+    zones = round(ahead_ms / _QUARTER_HOUR_MS)
+    offset_ms = zones * _QUARTER_HOUR_MS
+    if not 3_600_000 <= abs(offset_ms) <= _MAX_ZONE_MS:
+        return ""
+    if abs(ahead_ms - offset_ms) > _OFFSET_SLACK_MS:
+        return ""
+    hours, minutes = divmod(abs(offset_ms) // 60_000, 60)
+    sign = "+" if offset_ms > 0 else "-"
+    direction = "ahead of" if offset_ms > 0 else "behind"
+    return (
+        f"the client's x-mq-date-time is {hours} h {minutes:02d} min {direction} UTC: "
+        f"it looks like local time (UTC{sign}{hours:02d}:{minutes:02d}) sent as UTC, which "
+        "rocketmq-python-client does (it formats datetime.now() with a 'Z'); run the client "
+        "with TZ=UTC"
+    )

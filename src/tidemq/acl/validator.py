@@ -51,7 +51,16 @@ from .remote_address import AddressMatcher, parse_pattern
 from .resources import group_of_retry_topic, is_retry_topic, needed_permissions
 from .signing import ACCESS_KEY, verify
 
-__all__ = ["TIDEMQ_ADMIN_CODES", "AclPolicy", "Denial", "Reason", "client_host", "validate"]
+__all__ = [
+    "TIDEMQ_ADMIN_CODES",
+    "AclPolicy",
+    "Denial",
+    "Reason",
+    "check_perms",
+    "client_host",
+    "shown_key",
+    "validate",
+]
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 """TopicValidator.RMQ_SYS_TRACE_TOPIC: a trace PUB skips the permission check."""
@@ -75,6 +84,15 @@ class Reason(enum.Enum):
     BAD_SIGNATURE = "bad_signature"
     NOT_ADMIN = "not_admin"
     NO_PERMISSION = "no_permission"
+    BAD_AUTHORIZATION = "bad_authorization"
+    """gRPC: an ``authorization`` or ``x-mq-date-time`` header that cannot be read."""
+    CLOCK_SKEW = "clock_skew"
+    """gRPC: a signed date outside the allowed clock skew."""
+
+    @property
+    def authentication(self) -> bool:
+        """Who the caller is was not established (else: what it asked is not allowed)."""
+        return self not in (Reason.NOT_ADMIN, Reason.NO_PERMISSION, Reason.BAD_REQUEST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +152,11 @@ def client_host(remote: str) -> str:
     return str(address)
 
 
+def shown_key(access_key: str) -> str:
+    """An access key as a remark shows it: cut to 64 characters, escaped."""
+    return _shown(access_key)
+
+
 def _shown(access_key: str) -> str:
     text = access_key if len(access_key) <= _SHOWN_KEY else access_key[:_SHOWN_KEY] + "..."
     return text.encode("unicode_escape").decode("ascii")
@@ -180,17 +203,22 @@ def validate(
         return Denial(
             Reason.BAD_SIGNATURE, f"Check signature failed for accessKey={_shown(access_key)}"
         )
+    admin_only = require_admin or needs_admin(request.code) or request.code in TIDEMQ_ADMIN_CODES
+    return check_perms(needed, owned, admin_only=admin_only, code=request.code)
+
+
+def check_perms(
+    needed: list[tuple[str, Permission]],
+    owned: _Account,
+    *,
+    admin_only: bool = False,
+    code: int | None = None,
+) -> Denial | None:
+    """From step 6 on: the trace topic, then PlainPermissionManager.checkPerm
+    (`admin_only`: the request needs an admin account; `code` names it in the remark)."""
     if dict(needed).get(TRACE_TOPIC) == Permission.PUB:
         return None
-    return _check_perms(request.code, needed, owned, require_admin)
-
-
-def _check_perms(
-    code: int, needed: list[tuple[str, Permission]], owned: _Account, require_admin: bool
-) -> Denial | None:
-    """PlainPermissionManager.checkPerm (with tidemq's admin-only codes)."""
     account = owned.account
-    admin_only = require_admin or needs_admin(code) or code in TIDEMQ_ADMIN_CODES
     if admin_only and not account.admin:
         return Denial(
             Reason.NOT_ADMIN,

@@ -105,6 +105,9 @@ class BrokerConfig:
     """With `acl_secret_key`: the credentials this broker signs its requests to
     the name servers with (RocketMQ 5's innerClientAuthenticationCredentials)."""
     acl_secret_key: str | None = field(default=None, repr=False)
+    acl_grpc_clock_skew_s: float = 900.0
+    """With `acl_file`: how far a gRPC client's signed x-mq-date-time may be from
+    this broker's clock, either way (RocketMQ checks none; 15 min as AWS SigV4)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -140,11 +143,8 @@ class BrokerConfig:
             raise ValueError("acl_access_key and acl_secret_key go together")
         if self.acl_poll_interval_s <= 0:
             raise ValueError(f"acl_poll_interval_s={self.acl_poll_interval_s}: must be > 0")
-        if self.acl_file is not None and self.grpc_port is not None:
-            raise ValueError(
-                "acl_file does not cover the gRPC endpoint yet: set grpc_port to null "
-                "(clients with credentials use the remoting port)"
-            )
+        if self.acl_grpc_clock_skew_s < 0:
+            raise ValueError(f"acl_grpc_clock_skew_s={self.acl_grpc_clock_skew_s}: must be >= 0")
 
     @property
     def store_dir(self) -> Path:

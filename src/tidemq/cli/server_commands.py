@@ -236,8 +236,8 @@ def _check_acl_file(path: Path) -> None:
     "acl_file",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="RocketMQ plain_acl.yml: every request must be allowed by it (ACL 1.0); "
-    "reloaded when it changes. The gRPC endpoint is off with it (its ACL comes later).",
+    help="RocketMQ plain_acl.yml: every request must be allowed by it (ACL 1.0), on the "
+    "remoting port and the gRPC endpoint; reloaded when it changes.",
 )
 @click.option(
     "--allow-anonymous",
@@ -290,7 +290,7 @@ def serve(
     overrides.update(_grpc_settings(None if no_grpc else grpc_port, tls_cert, tls_key))
     if acl_file is not None:
         _check_acl_file(acl_file)
-        overrides.update(acl_file=str(acl_file), grpc_port=None)
+        overrides.update(acl_file=str(acl_file))
     _run(
         lambda: _serve(
             root, host, advertised, namesrv_port, broker_port, FlushMode(flush), overrides
@@ -358,15 +358,17 @@ def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -
     flag = "" if namesrv == "127.0.0.1:9876" else f" --namesrv {namesrv}"
     tls = " (TLS)" if config.grpc_tls_cert else ""
     acl = (
-        f"  access       ACL on: {config.acl_file} (reloaded when it changes; gRPC off)\n"
+        f"  access       ACL on: {config.acl_file} (reloaded when it changes; both protocols)\n"
         "                clients sign with --access-key/--secret-key or credentials=\n"
         if config.acl_file
         else ""
     )
+    python_keys = '"ACCESS_KEY", "SECRET_KEY"' if config.acl_file else ""
+    node_keys = ", sessionCredentials: { accessKey, accessSecret }" if config.acl_file else ""
     grpc_lines = (
         "RocketMQ 5 clients (official Python/Node, gRPC) connect to the endpoint:\n"
-        f'  Python: ClientConfiguration("{grpc}", Credentials()){tls}\n'
-        f"  Node:   endpoints: '{grpc}'\n\n"
+        f'  Python: ClientConfiguration("{grpc}", Credentials({python_keys})){tls}\n'
+        f"  Node:   endpoints: '{grpc}'{node_keys}\n\n"
         if grpc
         else ""
     )

@@ -5,11 +5,13 @@ certificate and key, TLS only. Inbound messages up to 130 MiB (a 4 MiB body
 plus headers must fit; the Java proxy allows as much); responses are not
 compressed (the Node client asks for identity). A connection without an
 RPC for `max_idle_s` (the broker's connection_max_idle_s, 120 s) is closed.
+`interceptors` run in front of every handler (access control: acl_interceptor).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -34,6 +36,7 @@ class GrpcEndpoint:
         tls_cert: str | None = None,
         tls_key: str | None = None,
         max_idle_s: float = 120.0,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("TLS needs both a certificate and a key")
@@ -45,6 +48,7 @@ class GrpcEndpoint:
         self.port = 0
         self._max_idle_ms = int(max_idle_s * 1000)
         self._server: grpc.aio.Server | None = None
+        self._interceptors = tuple(interceptors)
 
     async def start(self) -> None:
         options: list[tuple[str, int]] = [
@@ -56,7 +60,7 @@ class GrpcEndpoint:
             # A connection with no RPC (a Telemetry stream counts) for this long
             # gets a GOAWAY, as a remoting connection is closed when idle.
             options.append(("grpc.max_connection_idle_ms", self._max_idle_ms))
-        server = grpc.aio.server(options=options)
+        server = grpc.aio.server(options=options, interceptors=self._interceptors)
         service_pb2_grpc.add_MessagingServiceServicer_to_server(self.servicer, server)
         address = f"{self.host}:{self._requested_port}"
         cert, key = self._tls_files

@@ -3,8 +3,9 @@
 Start order:
 
 0. with ``acl_file``, read the policy (a file that cannot be used stops the
-   start); the server then checks every request against it before its
-   handler (tidemq.acl.gate) and re-reads it when it changes;
+   start); the server, and the gRPC endpoint when on (an interceptor over
+   the same gate), then check every request against it before its handler
+   (tidemq.acl.gate) and re-read it when it changes;
 1. bind the server (port 0 picks one; requests arriving before step 3 wait
    up to STARTUP_WAIT_S, then get SYSTEM_BUSY), because the store needs the
    port: it is part of every offset message id;
@@ -58,6 +59,7 @@ from tidemq.broker.service import BrokerService
 from tidemq.broker.sql_filter import sql92_message_filter
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MAX_MESSAGE_SIZE
+from tidemq.grpc.acl_interceptor import AclInterceptor
 from tidemq.grpc.server import GrpcEndpoint
 from tidemq.grpc.servicer import MessagingServicer
 from tidemq.protocol.codes import RequestCode, ResponseCode
@@ -259,6 +261,7 @@ class Broker:
                 tls_cert=config.grpc_tls_cert,
                 tls_key=config.grpc_tls_key,
                 max_idle_s=config.connection_max_idle_s,
+                interceptors=self._grpc_interceptors(),
             )
             try:
                 await self.grpc.start()
@@ -295,6 +298,12 @@ class Broker:
         log.info(
             "ACL on: %s (%d account(s))", policy_file.path, len(policy_file.policy.config.accounts)
         )
+
+    def _grpc_interceptors(self) -> list[AclInterceptor]:
+        """The gRPC endpoint checks calls with the remoting port's gate: one policy, one reload."""
+        if self.acl is None:
+            return []
+        return [AclInterceptor(self.acl, self.clock, self.config.acl_grpc_clock_skew_s)]
 
     def _acl_check(
         self, request: RemotingCommand, connection: Connection
