@@ -85,6 +85,8 @@ def acl_serve(tmp_path: Path, acl: Path, *extra: str) -> list[str]:
         "0",
         "--broker-port",
         "0",
+        "--grpc-port",
+        "0",
         "--acl",
         str(acl),
         "--set",
@@ -97,7 +99,7 @@ def test_cli_allowed_and_refused_paths_and_a_policy_change(tmp_path: Path) -> No
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(POLICY, encoding="utf-8")
     with started(acl_serve(tmp_path, acl), tmp_path, "serve") as (server, ready):
-        assert "grpc" not in ready  # off with --acl: its authentication is a later step
+        assert "grpc" in ready  # on with --acl: checked with the same policy
         assert "ACL on" in "".join(server.output)
         cli = Cli(tmp_path, ready["namesrv"])
 
