@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from doc_examples import BLOCK, DEFAULT_NAMESRV, DOCS, blocks, run_python
+from doc_examples import BLOCK, DEFAULT_GRPC, DEFAULT_NAMESRV, DOCS, blocks, run_python
 
 from tidemq.testing.processes import server_env, started
 
@@ -51,7 +51,7 @@ def readme_section() -> str:
 def test_the_guide_shows_the_policy_the_cli_and_the_client() -> None:
     assert "admin: true" in policy()
     assert len(cli_lines(GUIDE.read_text())) >= 3
-    assert len(blocks("access-control.md", "python")) >= 3
+    assert len(blocks("access-control.md", "python")) >= 5  # 3 tidemq client, 2 official 5.x
     assert cli_lines(readme_section()) and "credentials=" in readme_section()
 
 
@@ -67,12 +67,13 @@ def _cli(home: Path, namesrv: str, command: list[str]) -> None:
     assert result.returncode == 0, f"{shlex.join(command)}:\n{result.stdout}{result.stderr}"
 
 
-def _python(home: Path, namesrv: str, code: str, name: str) -> str:
+def _python(home: Path, ready: dict[str, str], code: str, name: str) -> str:
+    env = {"PATH": "/usr/bin:/bin", "TIDEMQ_OFFSET_STORE_DIR": str(home / "offsets")}
     result = run_python(
         code,
         home / f"{name}.py",
-        {"PATH": "/usr/bin:/bin", "TIDEMQ_OFFSET_STORE_DIR": str(home / "offsets")},
-        replace={DEFAULT_NAMESRV: namesrv},
+        {**env, "HOME": str(home)},  # the official client logs under ~/logs
+        replace={DEFAULT_NAMESRV: ready["namesrv"], DEFAULT_GRPC: ready["grpc"]},
     )
     assert result.returncode == 0, f"{name} failed:\n{code}\n{result.stderr}"
     return result.stdout
@@ -82,22 +83,24 @@ def test_the_guide_and_the_readme_section_run_against_serve_acl(tmp_path: Path) 
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(policy(), encoding="utf-8")
     args = ["serve", "--data-dir", str(tmp_path / "data"), "--acl", str(acl)]
-    args += ["--namesrv-port", "0", "--broker-port", "0"]
+    args += ["--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0"]
     with started(args, tmp_path, "serve") as (server, ready):
         namesrv = ready["namesrv"]
         for command in cli_lines(GUIDE.read_text()):
             _cli(tmp_path, namesrv, command)
         outputs = [
-            _python(tmp_path, namesrv, code, f"guide_{i}")
+            _python(tmp_path, ready, code, f"guide_{i}")
             for i, code in enumerate(blocks("access-control.md", "python"))
         ]
         assert outputs[0].strip() == "SEND_OK"
         assert outputs[1].startswith("16 ")
         assert "No default permission for topic:Audit" in outputs[1]
         assert "order 2" in outputs[2]
+        assert outputs[3].strip() == "True"  # the official 5.x client over gRPC
+        assert "40300" in outputs[4] and "No default permission for topic:Audit" in outputs[4]
         for command in cli_lines(readme_section()):
             _cli(tmp_path, namesrv, command)
         for i, (tag, code) in enumerate(BLOCK.findall(readme_section())):
             if tag == "python":
-                assert _python(tmp_path, namesrv, code, f"readme_{i}").strip() == "SEND_OK"
+                assert _python(tmp_path, ready, code, f"readme_{i}").strip() == "SEND_OK"
         assert server.stop() == 0
