@@ -63,8 +63,9 @@ class AclCluster(Cluster):
 
 @contextlib.asynccontextmanager
 async def acl_cluster(
-    tmp_path: Path, *, policy: str = POLICY, poll_interval_s: float = 5.0
+    tmp_path: Path, *, policy: str = POLICY, poll_interval_s: float = 5.0, grpc: bool = False
 ) -> AsyncIterator[AclCluster]:
+    """`grpc`: the broker serves its gRPC endpoint too (grpc_port 0), under the same file."""
     acl_path = tmp_path / "plain_acl.yml"
     acl_path.write_text(policy, encoding="utf-8")
     namesrv = NameServer("127.0.0.1", 0, acl_file=acl_path, acl_poll_interval_s=poll_interval_s)
@@ -77,6 +78,7 @@ async def acl_cluster(
         acl_access_key=ADMIN.access_key,
         acl_secret_key=ADMIN.secret_key,
         auto_create_topic=False,
+        grpc_port=0 if grpc else None,
     )
     broker = Broker(config)
     cluster = AclCluster(
