@@ -91,6 +91,8 @@ class BrokerConfig:
     namesrv_tls_cert: str | None = None
     """A client certificate for name servers that verify clients, with `namesrv_tls_key`."""
     namesrv_tls_key: str | None = None
+    namesrv_tls_check_hostname: bool = True
+    """The name servers' certificates must name the host dialled."""
     min_invisible_time_mills_for_recv: int = 10_000
     """The shortest invisible time a gRPC receive may ask for, in ms, 0..12 h
     (the proxy's minInvisibleTimeMillsForRecv); auto-renew receives are exempt."""
@@ -196,7 +198,11 @@ class BrokerConfig:
     def namesrv_client_tls(self) -> TlsConfig | None:
         """How this broker connects to its name servers (None: plain)."""
         return tls_settings.namesrv_client_tls(
-            self.namesrv_tls, self.namesrv_tls_ca, self.namesrv_tls_cert, self.namesrv_tls_key
+            self.namesrv_tls,
+            self.namesrv_tls_ca,
+            self.namesrv_tls_cert,
+            self.namesrv_tls_key,
+            self.namesrv_tls_check_hostname,
         )
 
     @property
@@ -272,6 +278,7 @@ _NOT_SETTABLE = frozenset(
         "namesrv_tls_ca",
         "namesrv_tls_cert",
         "namesrv_tls_key",
+        "namesrv_tls_check_hostname",
         "acl_access_key",
         "acl_secret_key",
     }

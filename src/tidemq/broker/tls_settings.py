@@ -80,12 +80,12 @@ def grpc_tls(
 
 
 def namesrv_client_tls(
-    enabled: bool, ca: str | None, cert: str | None, key: str | None
+    enabled: bool, ca: str | None, cert: str | None, key: str | None, check_hostname: bool
 ) -> TlsConfig | None:
     """How a broker connects to its name servers (None: plain)."""
     if not enabled:
         return None
-    return TlsConfig(ca=ca, cert=cert, key=key)
+    return TlsConfig(ca=ca, cert=cert, key=key, check_hostname=check_hostname)
 
 
 def _default_mode(cert: str | None) -> TlsMode:

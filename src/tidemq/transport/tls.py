@@ -139,7 +139,11 @@ class TlsConfig:
             raise TlsConfigError("a client certificate and its key go together")
 
     def context(self) -> ssl.SSLContext:
+        """Verifying the server; a certificate in `ca` is trusted as is, CA or
+        not (OpenSSL's partial chains, Python 3.13's default), so a server's
+        own certificate can be pinned."""
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+        context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
         if self.ca is not None:
             _load(lambda: context.load_verify_locations(cafile=self.ca), self.ca)
         if self.cert is not None:
