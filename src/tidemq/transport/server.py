@@ -23,7 +23,9 @@ connection up with ``ssl`` (asyncio's TLS, handshake within
 ``frame_timeout_s``), anything else is plain remoting in ``permissive`` and
 closed in ``enforcing``, as RocketMQ's TlsModeHandler (apache/rocketmq
 rocketmq-all-5.2.0, NettyRemotingServer.java). A peer that never sends, sends
-garbage or a broken handshake costs one socket until then, nothing else.
+garbage or a broken handshake costs one socket until then, nothing else;
+such refusals are counted (``tls_refused``) and logged at most once per
+``report_interval_s``.
 
 Shutdown order (``stop``): stop listening; answer new requests SYSTEM_BUSY
 while the handlers already running get up to ``grace`` seconds to finish;
@@ -56,7 +58,7 @@ from .connection import (
 )
 from .first_byte import peek_first_byte
 from .frame_budget import DEFAULT_FRAME_BUDGET, DEFAULT_FRAME_TIMEOUT_S, FrameBudget
-from .housekeeping import Verdict, verdict
+from .housekeeping import LogThrottle, Verdict, verdict
 from .tls import TLS_HANDSHAKE_BYTE, ServerTls, TlsMode
 
 __all__ = ["DEFAULT_MAX_IDLE_S", "Gate", "Handler", "RemotingServer", "not_supported"]
@@ -123,6 +125,8 @@ class RemotingServer:
         self.tls_refused = 0
         """Connections closed before they were set up: a plain peer in
         ``enforcing``, a failed or timed-out handshake, silence."""
+        self._tls_unreported = 0
+        self._tls_throttle = LogThrottle(report_interval_s)
         self._host = host
         self._requested_port = port
         self._max_in_flight = max_in_flight
@@ -309,8 +313,23 @@ class RemotingServer:
             if not isinstance(exc, Exception):
                 raise
             if self._ssl is not None:
-                self.tls_refused += 1
-            logger.debug("%s: could not set up an accepted connection: %s", self.name, exc)
+                self._tls_refusal(exc)
+            else:
+                logger.debug("%s: could not set up an accepted connection: %s", self.name, exc)
+
+    def _tls_refusal(self, exc: Exception) -> None:
+        """Count it; log at most one line per report interval, with the count since the last."""
+        self.tls_refused += 1
+        self._tls_unreported += 1
+        if self._tls_throttle.due(asyncio.get_running_loop().time()):
+            logger.info(
+                "%s: closed %d connection(s) before they were set up (TLS %s), the last one: %s",
+                self.name,
+                self._tls_unreported,
+                self.tls.mode.value,
+                str(exc) or type(exc).__name__,
+            )
+            self._tls_unreported = 0
 
     async def _adopt_tls(self, sock: socket.socket, context: ssl.SSLContext) -> None:
         """Plain or TLS by the first byte (permissive), or TLS only (enforcing)."""

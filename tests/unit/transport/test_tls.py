@@ -9,6 +9,7 @@ port leave the server serving.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import socket
 from collections.abc import Awaitable, Callable
@@ -91,14 +92,20 @@ async def refused(client: RemotingClient, port: int) -> RemotingError:
 
 
 async def test_enforcing_serves_tls_and_closes_plain_with_a_clear_error(
-    certs: Certs, make_server: ServerFactory, make_client: ClientFactory
+    certs: Certs,
+    make_server: ServerFactory,
+    make_client: ClientFactory,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="tidemq.transport")
     server = await make_server({ECHO: echo()}, tls=server_tls(certs, TlsMode.ENFORCING))
     assert await round_trip(tls_client(make_client, certs), server.port, b"secret") == b"secret"
     error = await refused(make_client(), server.port)
     assert isinstance(error, RemotingClosedError)
     assert "TLS enforcing" in str(error)
     assert server.tls_refused == 1
+    (line,) = [r.getMessage() for r in caplog.records if "before they were set up" in r.message]
+    assert "closed 1 connection(s)" in line and "plain connection" in line
 
 
 async def test_permissive_serves_plain_and_tls_on_one_port(
