@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "SendStatus": "tidemq.client.model",
     "ClientConfig": "tidemq.client.instance",
     "Credentials": "tidemq.acl.credentials",
+    "TlsConfig": "tidemq.transport.tls",
     # producer
     "AsyncProducer": "tidemq.client.producer",
     "Producer": "tidemq.client.producer",
@@ -107,6 +108,7 @@ __all__ = [
     "SendStatus",
     "SimpleConsumer",
     "SubscriptionSpec",
+    "TlsConfig",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
@@ -151,6 +153,7 @@ if TYPE_CHECKING:
         TransactionSendResult,
     )
     from tidemq.common.message import Message, MessageExt, MessageQueue
+    from tidemq.transport.tls import TlsConfig
 
 
 def __getattr__(name: str) -> Any:

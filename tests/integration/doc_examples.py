@@ -26,6 +26,7 @@ RUN_BY = {
     ("grpc.md", "python"): "tests/integration/test_grpc_docs.py",
     ("grpc.md", "js"): "tests/integration/test_grpc_docs.py",
     ("spark.md", "python"): "tests/integration/test_spark_docs.py",
+    ("tls.md", "python"): "tests/integration/test_tls_docs.py",
 }
 """(doc, language) -> the test that runs those blocks."""
 

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tidemq.broker import tls_settings
 from tidemq.store.config import DEFAULT_DELAY_LEVELS, FlushMode
+from tidemq.transport.tls import ServerTls, TlsConfig
 
 MAX_TIMER_HORIZON_S = 365 * 86400
 MAX_INVISIBLE_TIME_MS = 12 * 3600 * 1000
@@ -67,6 +69,30 @@ class BrokerConfig:
     grpc_tls_cert: str | None = None
     """PEM certificate for the gRPC endpoint; with `grpc_tls_key`, it speaks TLS only."""
     grpc_tls_key: str | None = None
+    grpc_tls_mode: str | None = None
+    """The gRPC endpoint's own TLS mode (disabled or enforcing); None: as the
+    remoting port where gRPC can (broker/tls_settings.py)."""
+    tls_mode: str | None = None
+    """The remoting port's TLS: disabled, permissive or enforcing
+    (RocketMQ's tls.server.mode); None: permissive with a certificate, else
+    disabled."""
+    tls_cert: str | None = None
+    """PEM certificate of the remoting port (tls.server.certPath)."""
+    tls_key: str | None = None
+    """PEM private key for `tls_cert` (tls.server.keyPath)."""
+    tls_ca: str | None = None
+    """PEM CA certificates client certificates must chain to (tls.server.trustCertPath)."""
+    tls_verify_client: str = "none"
+    """none, optional or require (tls.server.need.client.auth)."""
+    namesrv_tls: bool = False
+    """Connect to the name servers over TLS (for a name server that enforces it)."""
+    namesrv_tls_ca: str | None = None
+    """PEM CA the name servers' certificates must chain to; None: the system's."""
+    namesrv_tls_cert: str | None = None
+    """A client certificate for name servers that verify clients, with `namesrv_tls_key`."""
+    namesrv_tls_key: str | None = None
+    namesrv_tls_check_hostname: bool = True
+    """The name servers' certificates must name the host dialled."""
     min_invisible_time_mills_for_recv: int = 10_000
     """The shortest invisible time a gRPC receive may ask for, in ms, 0..12 h
     (the proxy's minInvisibleTimeMillsForRecv); auto-renew receives are exempt."""
@@ -145,6 +171,39 @@ class BrokerConfig:
             raise ValueError(f"acl_poll_interval_s={self.acl_poll_interval_s}: must be > 0")
         if self.acl_grpc_clock_skew_s < 0:
             raise ValueError(f"acl_grpc_clock_skew_s={self.acl_grpc_clock_skew_s}: must be >= 0")
+        self.remoting_tls  # noqa: B018 (raises TlsConfigError, a ValueError, if unusable)
+        if self.grpc_port is not None:
+            self.grpc_tls  # noqa: B018
+        self.namesrv_client_tls  # noqa: B018
+
+    @property
+    def remoting_tls(self) -> ServerTls:
+        """The remoting port's TLS (tls_settings.py)."""
+        return tls_settings.remoting_tls(
+            self.tls_mode, self.tls_cert, self.tls_key, self.tls_ca, self.tls_verify_client
+        )
+
+    @property
+    def grpc_tls(self) -> tls_settings.GrpcTls:
+        """The gRPC endpoint's TLS (tls_settings.py)."""
+        return tls_settings.grpc_tls(
+            self.remoting_tls,
+            self.tls_mode is not None,
+            self.grpc_tls_mode,
+            self.grpc_tls_cert,
+            self.grpc_tls_key,
+        )
+
+    @property
+    def namesrv_client_tls(self) -> TlsConfig | None:
+        """How this broker connects to its name servers (None: plain)."""
+        return tls_settings.namesrv_client_tls(
+            self.namesrv_tls,
+            self.namesrv_tls_ca,
+            self.namesrv_tls_cert,
+            self.namesrv_tls_key,
+            self.namesrv_tls_check_hostname,
+        )
 
     @property
     def store_dir(self) -> Path:
@@ -210,6 +269,16 @@ _NOT_SETTABLE = frozenset(
         "grpc_port",
         "grpc_tls_cert",
         "grpc_tls_key",
+        "tls_mode",
+        "tls_cert",
+        "tls_key",
+        "tls_ca",
+        "tls_verify_client",
+        "namesrv_tls",
+        "namesrv_tls_ca",
+        "namesrv_tls_cert",
+        "namesrv_tls_key",
+        "namesrv_tls_check_hostname",
         "acl_access_key",
         "acl_secret_key",
     }

@@ -1,7 +1,10 @@
-"""`tidemq cert`: a self-signed certificate and key for the gRPC endpoint's TLS.
+"""`tidemq cert`: a self-signed certificate and key for TLS on every port.
 
-For development only: clients must be told to trust it (the official
-clients read `GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=<cert>`). The certificate
+For development only: the name-server and broker ports (`--tls-mode`,
+docs/tls.md) and the gRPC endpoint take it alike. Clients must be told to
+trust it: our CLI with `--tls-ca <cert>`, our Python client with
+`tls=TlsConfig(ca=<cert>)`, the official 5.x clients with
+`GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=<cert>`. The certificate
 names every --host as a subject alternative name (127.0.0.1 and localhost
 by default), which both official clients check. Made with `openssl`.
 """
@@ -56,7 +59,7 @@ def subject_alt_names(hosts: tuple[str, ...]) -> str:
 @click.option("--force", is_flag=True, help="Overwrite existing files.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def cert(out_dir: Path, hosts: tuple[str, ...], days: int, force: bool, as_json: bool) -> None:
-    """Write a self-signed certificate + key for `tidemq serve --tls-cert/--tls-key`."""
+    """Write a self-signed certificate + key for `--tls-cert/--tls-key` (all ports)."""
     openssl = shutil.which("openssl")
     if openssl is None:
         raise click.ClickException(
@@ -105,6 +108,9 @@ def cert(out_dir: Path, hosts: tuple[str, ...], days: int, force: bool, as_json:
     )
     if not as_json:
         click.echo(
-            f"serve with:   tidemq serve --tls-cert {cert_path} --tls-key {key_path}\n"
-            f"clients need: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={cert_path}"
+            f"serve with:   tidemq serve --tls-mode enforcing --tls-cert {cert_path} "
+            f"--tls-key {key_path}\n"
+            f"CLI:          tidemq ... --tls-ca {cert_path}\n"
+            f'Python:       tls=TlsConfig(ca="{cert_path}")\n'
+            f"gRPC clients: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={cert_path}"
         )

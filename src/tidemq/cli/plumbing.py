@@ -1,6 +1,6 @@
 """What every command that talks to a cluster shares: `--namesrv`, `--json`
 and the ACL credentials (`--access-key`/`--secret-key`, or TIDEMQ_ACCESS_KEY /
-TIDEMQ_SECRET_KEY: every request is then signed), running an AdminClient
+TIDEMQ_SECRET_KEY: every request is then signed), `--tls` (client_tls.py), running an AdminClient
 call with failures turned into one line (with the server's response code,
 for `--json`), and the parsers of times and KEY=VALUE pairs."""
 
@@ -13,6 +13,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from tidemq.acl.credentials import ACCESS_KEY_ENV, SECRET_KEY_ENV, Credentials
+from tidemq.cli.client_tls import client_tls_options, tls_of
 from tidemq.cli.output import fail
 from tidemq.client.admin import AdminClient, AdminError, parse_address_list
 from tidemq.common import event_loop
@@ -66,7 +67,8 @@ def credentials_of(ctx: click.Context) -> Credentials | None:
 
 
 def admin_options(command: F) -> F:
-    """--namesrv, --json and the ACL credentials, on every command that talks to a cluster."""
+    """--namesrv, --json, the ACL keys and --tls, on every command that talks to a cluster."""
+    command = client_tls_options(command)
     command = click.option(
         "--secret-key",
         envvar=SECRET_KEY_ENV,
@@ -106,10 +108,12 @@ def abort(message: str, code: int | None = None) -> NoReturn:
 def run_admin(namesrv: Sequence[str], action: Callable[[AdminClient], Awaitable[T]]) -> T:
     """Run `action` with a connected AdminClient; any AdminError becomes a clean exit."""
 
-    credentials = credentials_of(click.get_current_context())
+    context = click.get_current_context()
+    credentials = credentials_of(context)
+    tls = tls_of(context)
 
     async def main() -> T:
-        async with AdminClient(namesrv, credentials=credentials) as admin:
+        async with AdminClient(namesrv, credentials=credentials, tls=tls) as admin:
             return await action(admin)
 
     try:

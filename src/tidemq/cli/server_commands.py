@@ -44,6 +44,7 @@ import click
 
 from tidemq.acl.credentials import Credentials
 from tidemq.broker.config import BrokerConfig
+from tidemq.broker.tls_settings import remoting_tls
 from tidemq.cli.defaults import default_data_dir
 from tidemq.cli.limits import raise_open_files_limit
 from tidemq.cli.output import console, fail
@@ -52,6 +53,7 @@ from tidemq.common.version import __version__
 from tidemq.server.allocator import keep_freed_heap
 from tidemq.server.collector import collector_choice, settle_collector
 from tidemq.store.config import FlushMode
+from tidemq.transport.tls import ClientAuth, ServerTls, TlsConfigError, TlsMode
 
 # The servers are imported when a server command runs, so that the admin
 # commands start fast and do not depend on the server modules.
@@ -145,27 +147,75 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def tls_options(command: F) -> F:
-    """--tls-cert/--tls-key: the gRPC endpoint speaks TLS only with both."""
+    """--tls-mode/--tls-cert/--tls-key/--tls-ca/--tls-verify-client: the
+    ports' TLS, RocketMQ's tls.server.* settings (tidemq.broker.tls_settings)."""
     path = click.Path(path_type=Path, dir_okay=False, exists=True)
-    command = click.option(
-        "--tls-key", type=path, default=None, help="PEM private key for --tls-cert."
-    )(command)
-    return click.option(
-        "--tls-cert",
-        type=path,
-        default=None,
-        help="PEM certificate: the gRPC endpoint speaks TLS (see `tidemq cert`).",
-    )(command)
+    options = [
+        click.option(
+            "--tls-mode",
+            type=click.Choice([mode.value for mode in TlsMode]),
+            default=None,
+            help="disabled: plain only; permissive: plain and TLS on the same port; "
+            "enforcing: TLS only. Default: permissive with --tls-cert, else disabled "
+            "(gRPC: TLS only with a certificate; it cannot be permissive).",
+        ),
+        click.option(
+            "--tls-cert",
+            type=path,
+            default=None,
+            help="PEM certificate of the ports (see `tidemq cert`).",
+        ),
+        click.option("--tls-key", type=path, default=None, help="PEM private key for --tls-cert."),
+        click.option(
+            "--tls-ca",
+            type=path,
+            default=None,
+            help="PEM CA client certificates must chain to (with --tls-verify-client).",
+        ),
+        click.option(
+            "--tls-verify-client",
+            type=click.Choice([auth.value for auth in ClientAuth]),
+            default=ClientAuth.NONE.value,
+            show_default=True,
+            help="Ask TLS clients for a certificate signed by --tls-ca: none, optional, require.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
-def _grpc_settings(port: int | None, tls_cert: Path | None, tls_key: Path | None) -> dict[str, Any]:
-    if (tls_cert is None) != (tls_key is None):
+def _tls_settings(
+    mode: str | None, cert: Path | None, key: Path | None, ca: Path | None, verify: str
+) -> dict[str, Any]:
+    """The BrokerConfig fields of the TLS options; a setting that cannot work is
+    one line and exit 1, before anything listens."""
+    if (cert is None) != (key is None):
         _abort("--tls-cert and --tls-key go together")
-    return {
-        "grpc_port": port,
-        "grpc_tls_cert": str(tls_cert) if tls_cert else None,
-        "grpc_tls_key": str(tls_key) if tls_key else None,
+    settings: dict[str, Any] = {
+        "tls_mode": mode,
+        "tls_cert": str(cert) if cert else None,
+        "tls_key": str(key) if key else None,
+        "tls_ca": str(ca) if ca else None,
+        "tls_verify_client": verify,
     }
+    try:
+        remoting_tls(
+            mode, settings["tls_cert"], settings["tls_key"], settings["tls_ca"], verify
+        ).context()
+    except TlsConfigError as exc:
+        _abort(f"--tls-mode: {exc}")
+    return settings
+
+
+def _server_tls(settings: dict[str, Any]) -> ServerTls:
+    return remoting_tls(
+        settings["tls_mode"],
+        settings["tls_cert"],
+        settings["tls_key"],
+        settings["tls_ca"],
+        settings["tls_verify_client"],
+    )
 
 
 def _internal_credentials() -> Credentials:
@@ -265,8 +315,11 @@ def serve(
     broker_port: int,
     grpc_port: int,
     no_grpc: bool,
+    tls_mode: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
+    tls_ca: Path | None,
+    tls_verify_client: str,
     flush: str,
     host: str,
     acl_file: Path | None,
@@ -287,10 +340,15 @@ def serve(
         dataclasses.replace(BrokerConfig(data_dir=root), **overrides)  # the checks of the values
     except ValueError as exc:
         _abort(f"--set: {exc}")
-    overrides.update(_grpc_settings(None if no_grpc else grpc_port, tls_cert, tls_key))
+    overrides["grpc_port"] = None if no_grpc else grpc_port
+    overrides.update(_tls_settings(tls_mode, tls_cert, tls_key, tls_ca, tls_verify_client))
     if acl_file is not None:
         _check_acl_file(acl_file)
         overrides.update(acl_file=str(acl_file))
+    try:
+        dataclasses.replace(BrokerConfig(data_dir=root), **overrides)  # gRPC's TLS limits
+    except ValueError as exc:
+        _abort(str(exc))
     _run(
         lambda: _serve(
             root, host, advertised, namesrv_port, broker_port, FlushMode(flush), overrides
@@ -321,12 +379,25 @@ async def _serve(
             "acl_access_key": internal.access_key,
             "acl_secret_key": internal.secret_key,
         }
+    namesrv_tls = _server_tls(overrides)
+    if namesrv_tls.enabled:
+        # the broker dials its own name server over TLS, pinning the certificate
+        # (and showing it, to a name server that verifies clients)
+        overrides = {
+            **overrides,
+            "namesrv_tls": True,
+            "namesrv_tls_ca": overrides["tls_cert"],
+            "namesrv_tls_cert": overrides["tls_cert"],
+            "namesrv_tls_key": overrides["tls_key"],
+            "namesrv_tls_check_hostname": False,
+        }
     async with _stop_signals() as stop:
         namesrv = NameServer(
             host=host,
             port=namesrv_port,
             acl_file=acl_file,
             trusted=trusted,
+            tls=namesrv_tls,
         )
         await _start("name server", f"{host}:{namesrv_port}", namesrv.start)
         try:
@@ -356,7 +427,16 @@ async def _serve(
 
 def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -> None:
     flag = "" if namesrv == "127.0.0.1:9876" else f" --namesrv {namesrv}"
-    tls = " (TLS)" if config.grpc_tls_cert else ""
+    if config.remoting_tls.mode is TlsMode.ENFORCING:
+        flag += f" --tls-ca {config.tls_cert}"
+    tls = " (TLS)" if grpc and config.grpc_tls.cert else ""
+    remoting_mode = config.remoting_tls.mode
+    tls_line = (
+        f"  TLS          {remoting_mode.value} on the name server and broker ports; "
+        "clients: --tls --tls-ca CERT or tls=TlsConfig(ca=CERT)\n"
+        if remoting_mode is not TlsMode.DISABLED
+        else ""
+    )
     acl = (
         f"  access       ACL on: {config.acl_file} (reloaded when it changes; both protocols)\n"
         "                clients sign with --access-key/--secret-key or credentials=\n"
@@ -377,7 +457,7 @@ def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -
         f"  name server  [bold]{namesrv}[/]\n"
         f"  broker       [bold]{broker}[/]  ({config.broker_name}, cluster {config.cluster_name})\n"
         f"  data         {config.data_dir}  (flush: {config.flush_mode.value}, "
-        "topics auto-created)\n" + acl + "\n"
+        "topics auto-created)\n" + acl + tls_line + "\n"
         "Try it from another terminal:\n"
         f"  tidemq topic create TopicTest{flag}\n"
         f"  tidemq send TopicTest 'hello' --tags TagA --keys order-1{flag}\n"
@@ -414,18 +494,29 @@ def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -
     help="RocketMQ plain_acl.yml: registering brokers and deleting routes need an admin "
     "account (brokers sign with acl_access_key/acl_secret_key); reloaded when it changes.",
 )
-def namesrv(port: int, host: str, acl_file: Path | None) -> None:
+@tls_options
+def namesrv(
+    port: int,
+    host: str,
+    acl_file: Path | None,
+    tls_mode: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    tls_ca: Path | None,
+    tls_verify_client: str,
+) -> None:
     """Run a name server on its own (cluster mode)."""
     if acl_file is not None:
         _check_acl_file(acl_file)
-    _run(lambda: _namesrv(host, port, acl_file))
+    tls = _server_tls(_tls_settings(tls_mode, tls_cert, tls_key, tls_ca, tls_verify_client))
+    _run(lambda: _namesrv(host, port, acl_file, tls))
 
 
-async def _namesrv(host: str, port: int, acl_file: Path | None) -> None:
+async def _namesrv(host: str, port: int, acl_file: Path | None, tls: ServerTls) -> None:
     from tidemq.namesrv.app import NameServer
 
     async with _stop_signals() as stop:
-        server = NameServer(host=host, port=port, acl_file=acl_file)
+        server = NameServer(host=host, port=port, acl_file=acl_file, tls=tls)
         await _start("name server", f"{host}:{port}", server.start)
         try:
             shown_host = "127.0.0.1" if host in _WILDCARD_HOSTS else host
@@ -456,14 +547,25 @@ async def _namesrv(host: str, port: int, acl_file: Path | None) -> None:
 )
 @tls_options
 def broker(
-    config_path: Path, grpc_port: int | None, tls_cert: Path | None, tls_key: Path | None
+    config_path: Path,
+    grpc_port: int | None,
+    tls_mode: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    tls_ca: Path | None,
+    tls_verify_client: str,
 ) -> None:
-    """Run one broker registering with the name servers of its config (cluster mode)."""
+    """Run one broker registering with the name servers of its config (cluster mode).
+
+    The --tls-* options, when given, replace the config's tls_* keys."""
     try:
         config = BrokerConfig.from_file(config_path)
-        if grpc_port is not None or tls_cert is not None:
-            port = grpc_port if grpc_port is not None else config.grpc_port
-            config = dataclasses.replace(config, **_grpc_settings(port, tls_cert, tls_key))
+        if grpc_port is not None:
+            config = dataclasses.replace(config, grpc_port=grpc_port)
+        if tls_mode is not None or tls_cert is not None:
+            settings = _tls_settings(tls_mode, tls_cert, tls_key, tls_ca, tls_verify_client)
+            config = dataclasses.replace(config, **settings)
+        config.remoting_tls.context()  # the files load, before anything listens
     except OSError as exc:
         _abort(f"cannot read {config_path}: {exc.strerror or exc}")
     except json.JSONDecodeError as exc:

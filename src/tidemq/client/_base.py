@@ -19,6 +19,7 @@ from tidemq.acl.credentials import Credentials
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig
 from tidemq.protocol import ResponseCode
+from tidemq.transport.tls import TlsConfig, client_tls
 
 __all__ = [
     "DEFAULT_CONSUMER_GROUP",
@@ -53,15 +54,19 @@ def make_client_config(
     instance_name: str | None,
     config: ClientConfig | None,
     credentials: Credentials | None = None,
+    tls: bool | TlsConfig | None = None,
 ) -> ClientConfig:
     """The caller's `config`, else one for `namesrv` named `instance_name` (when
-    given); `credentials`, when given, replace the config's (the caller's config
-    object is not changed)."""
+    given); `credentials` and `tls`, when given, replace the config's (the
+    caller's config object is not changed). `tls=True` trusts the system's CAs."""
+    tls_config = client_tls(tls)
     if config is not None:
         if credentials is not None:
-            return dataclasses.replace(config, credentials=credentials)
+            config = dataclasses.replace(config, credentials=credentials)
+        if tls_config is not None:
+            config = dataclasses.replace(config, tls=tls_config)
         return config
-    config = ClientConfig(namesrv=namesrv, credentials=credentials)
+    config = ClientConfig(namesrv=namesrv, credentials=credentials, tls=tls_config)
     if instance_name is not None:
         config.instance_name = instance_name
     return config

@@ -119,6 +119,7 @@ from tidemq.protocol.headers import (
 )
 from tidemq.record.codec import decode_record
 from tidemq.transport.client import RemotingClient
+from tidemq.transport.tls import TlsConfig, client_tls
 
 __all__ = [
     "DEFAULT_CLUSTER",
@@ -166,9 +167,11 @@ class AdminClient(AsyncClient):
         timeout: float = 3.0,
         clock: Clock = SYSTEM_CLOCK,
         credentials: Credentials | None = None,
+        tls: bool | TlsConfig | None = None,
     ) -> None:
         self._namesrv = parse_address_list(namesrv)
         self._credentials = credentials
+        self._tls = client_tls(tls)
         self._timeout = timeout
         self._clock = clock
         self._remoting: RemotingClient | None = None
@@ -197,7 +200,7 @@ class AdminClient(AsyncClient):
         if self._remoting is None:
             credentials = self._credentials
             self._remoting = RemotingClient(
-                sign=credentials.sign if credentials is not None else None
+                sign=credentials.sign if credentials is not None else None, tls=self._tls
             )
         return self._remoting
 

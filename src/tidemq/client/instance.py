@@ -71,6 +71,7 @@ from tidemq.record.codec import decode_record
 from tidemq.transport.client import RemotingClient
 from tidemq.transport.connection import Connection
 from tidemq.transport.server import not_supported
+from tidemq.transport.tls import TlsConfig
 
 __all__ = [
     "ClientConfig",
@@ -117,6 +118,8 @@ class ClientConfig:
     credentials: Credentials | None = None
     """ACL credentials: every request (to name servers and brokers) is signed
     with them, as Java's AclClientRPCHook does; None sends them unsigned."""
+    tls: TlsConfig | None = None
+    """TLS on every connection (name servers and brokers); None: plain."""
 
     @property
     def client_id(self) -> str:
@@ -197,6 +200,7 @@ class ClientInstance:
             request_handler=self._on_server_request,
             name="client",
             sign=credentials.sign if credentials is not None else None,
+            tls=self.config.tls,
         )
         self._tasks = TaskSet(f"client {self.client_id}")
         self._routes: dict[str, TopicRoute] = {}

@@ -63,6 +63,7 @@ from tidemq.common.message_id import UniqueIdGenerator, host_bytes
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol import RemotingCommand, RequestCode, ResponseCode
 from tidemq.transport.connection import Connection
+from tidemq.transport.tls import TlsConfig
 
 __all__ = [
     "AsyncProducer",
@@ -122,6 +123,7 @@ class AsyncProducer(GroupClient):
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
         credentials: Credentials | None = None,
+        tls: bool | TlsConfig | None = None,
         client_instance: ClientInstance | None = None,
     ) -> None:
         check_group(group, "producer")
@@ -136,7 +138,7 @@ class AsyncProducer(GroupClient):
             self._owns_instance = False
         else:
             self._instance = ClientInstance(
-                make_client_config(namesrv, instance_name, client_config, credentials)
+                make_client_config(namesrv, instance_name, client_config, credentials, tls)
             )
             self._owns_instance = True
         self._config = self._instance.config
@@ -841,6 +843,7 @@ class Producer(BlockingClient[AsyncProducer]):
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
         credentials: Credentials | None = None,
+        tls: bool | TlsConfig | None = None,
     ) -> None:
         build = functools.partial(
             AsyncProducer,
@@ -858,6 +861,7 @@ class Producer(BlockingClient[AsyncProducer]):
             instance_name=instance_name,
             client_config=client_config,
             credentials=credentials,
+            tls=tls,
         )
         super().__init__(build, thread_name=f"tidemq-producer-{group}")
 

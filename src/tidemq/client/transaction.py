@@ -63,6 +63,7 @@ from tidemq.protocol.headers import (
     EndTransactionRequestHeader,
     encode_header,
 )
+from tidemq.transport.tls import TlsConfig
 
 __all__ = [
     "AsyncTransactionProducer",
@@ -105,6 +106,7 @@ class ProducerOptions(TypedDict, total=False):
     instance_name: str | None
     client_config: ClientConfig | None
     credentials: Credentials | None
+    tls: bool | TlsConfig | None
     client_instance: ClientInstance | None
     """Async only: a started ClientInstance shared with its owner."""
 

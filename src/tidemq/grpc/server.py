@@ -1,7 +1,10 @@
 """The gRPC endpoint's server: grpc.aio over one MessagingServicer.
 
 Plaintext (h2c, what both official clients use by default) or, given a
-certificate and key, TLS only. Inbound messages up to 130 MiB (a 4 MiB body
+certificate and key, TLS only (grpc-python cannot serve both on one port,
+so RocketMQ's permissive mode is refused before it gets here:
+tidemq.broker.tls_settings); with `tls_ca` and `require_client_auth`, a
+client must show a certificate that chains to it. Inbound messages up to 130 MiB (a 4 MiB body
 plus headers must fit; the Java proxy allows as much); responses are not
 compressed (the Node client asks for identity). A connection without an
 RPC for `max_idle_s` (the broker's connection_max_idle_s, 120 s) is closed.
@@ -35,6 +38,8 @@ class GrpcEndpoint:
         *,
         tls_cert: str | None = None,
         tls_key: str | None = None,
+        tls_ca: str | None = None,
+        require_client_auth: bool = False,
         max_idle_s: float = 120.0,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:
@@ -45,6 +50,8 @@ class GrpcEndpoint:
         self._requested_port = port
         self.tls = tls_cert is not None
         self._tls_files = (tls_cert, tls_key)
+        self._tls_ca = tls_ca
+        self._require_client_auth = require_client_auth
         self.port = 0
         self._max_idle_ms = int(max_idle_s * 1000)
         self._server: grpc.aio.Server | None = None
@@ -65,8 +72,11 @@ class GrpcEndpoint:
         address = f"{self.host}:{self._requested_port}"
         cert, key = self._tls_files
         if cert is not None and key is not None:
+            ca = self._tls_ca
             credentials = grpc.ssl_server_credentials(
-                [(Path(key).read_bytes(), Path(cert).read_bytes())]
+                [(Path(key).read_bytes(), Path(cert).read_bytes())],
+                root_certificates=Path(ca).read_bytes() if ca is not None else None,
+                require_client_auth=self._require_client_auth,
             )
             self.port = server.add_secure_port(address, credentials)
         else:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tidemq.acl.credentials import Credentials
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
-from tidemq.transport import Connection, RemotingServer
+from tidemq.transport import Connection, RemotingServer, ServerTls
 
 from .access import NamesrvAccess
 from .handlers import NamesrvHandlers
@@ -48,9 +48,11 @@ class NameServer:
         acl_file: str | Path | None = None,
         acl_poll_interval_s: float = 5.0,
         trusted: Sequence[Credentials] = (),
+        tls: ServerTls | None = None,
     ) -> None:
         """`acl_file`: a plain_acl.yml guarding the route-changing requests
-        (AclConfigError if unusable); `trusted`: admin credentials no file names."""
+        (AclConfigError if unusable); `trusted`: admin credentials no file names;
+        `tls`: the port's TLS mode, as a broker's (TlsConfigError if unusable)."""
         self.routes = RouteTable(clock, expiry_ms=expiry_ms)
         self._scan_interval_s = scan_interval_s
         self.access: NamesrvAccess | None = None
@@ -66,6 +68,7 @@ class NameServer:
             max_in_flight=max_in_flight,
             on_close=self._connection_closed,
             gate=self.access.check if self.access is not None else None,
+            tls=tls,
         )
         self._scan_task: asyncio.Task[None] | None = None
         self._acl_task: asyncio.Task[None] | None = None

@@ -187,6 +187,7 @@ class Broker:
         self._namesrv = RemotingClient(
             name=f"broker-{config.broker_name}-namesrv",
             sign=credentials.sign if credentials is not None else None,
+            tls=config.namesrv_client_tls,
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._register_now: asyncio.Event | None = None
@@ -244,6 +245,7 @@ class Broker:
             frame_budget_bytes=config.frame_buffer_budget_bytes,
             frame_timeout_s=config.frame_timeout_s,
             gate=self._acl_check if self.acl is not None else None,
+            tls=config.remoting_tls,
         )
         await self.server.start()
         try:
@@ -254,12 +256,15 @@ class Broker:
                 await asyncio.to_thread(self.store.close)
             raise
         if config.grpc_port is not None and self.core is not None:
+            grpc_tls = config.grpc_tls
             self.grpc = GrpcEndpoint(
                 MessagingServicer.of(self.core),
                 config.listen_host,
                 config.grpc_port,
-                tls_cert=config.grpc_tls_cert,
-                tls_key=config.grpc_tls_key,
+                tls_cert=grpc_tls.cert,
+                tls_key=grpc_tls.key,
+                tls_ca=grpc_tls.ca,
+                require_client_auth=grpc_tls.require_client_auth,
                 max_idle_s=config.connection_max_idle_s,
                 interceptors=self._grpc_interceptors(),
             )

@@ -14,8 +14,10 @@ from .errors import (
     RemotingTimeoutError,
 )
 from .server import RemotingServer, not_supported
+from .tls import ClientAuth, ServerTls, TlsConfig, TlsConfigError, TlsMode
 
 __all__ = [
+    "ClientAuth",
     "Connection",
     "Handler",
     "OpaqueAllocator",
@@ -26,6 +28,10 @@ __all__ = [
     "RemotingForeignProtocolError",
     "RemotingServer",
     "RemotingTimeoutError",
+    "ServerTls",
+    "TlsConfig",
+    "TlsConfigError",
+    "TlsMode",
     "not_supported",
     "parse_address",
 ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 
 from tidemq.common.tasks import TaskSet
@@ -37,6 +38,7 @@ from .connection import (
 )
 from .errors import RemotingClosedError, RemotingConnectError, RemotingTimeoutError
 from .server import not_supported
+from .tls import TlsConfig
 
 __all__ = ["RemotingClient", "parse_address"]
 
@@ -68,10 +70,16 @@ class RemotingClient:
         max_write_buffer: int = DEFAULT_MAX_WRITE_BUFFER,
         name: str = "client",
         sign: Callable[[RemotingCommand], None] | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
         """`sign` is applied to every request sent, just before it is encoded
-        (ACL credentials, tidemq.acl.credentials.Credentials.sign)."""
+        (ACL credentials, tidemq.acl.credentials.Credentials.sign). With
+        `tls`, every connection is TLS (the handshake counts against
+        `connect_timeout`; a failed one raises RemotingConnectError naming
+        the reason); TlsConfigError (a ValueError) if its files do not load."""
         self._sign = sign
+        self.tls = tls
+        self._ssl: ssl.SSLContext | None = tls.context() if tls is not None else None
         self._request_handler = request_handler
         self._connect_timeout = connect_timeout
         self._max_in_flight = max_in_flight
@@ -180,7 +188,12 @@ class RemotingClient:
 
         try:
             async with asyncio.timeout(self._connect_timeout):
-                _, connection = await loop.create_connection(factory, host, port)
+                if self._ssl is None:
+                    _, connection = await loop.create_connection(factory, host, port)
+                else:
+                    _, connection = await loop.create_connection(
+                        factory, host, port, ssl=self._ssl, server_hostname=host
+                    )
         except TimeoutError:
             raise RemotingConnectError(
                 f"connect to {address} timed out after {self._connect_timeout:g}s"

@@ -76,6 +76,10 @@ DEFAULT_MAX_WRITE_BUFFER = 64 * 1024 * 1024
 OPAQUE_LIMIT = 2**31 - 10
 """Opaques run 1, 2, ... and wrap back to 1 before reaching this (as ali-ons and Java)."""
 
+_SILENT_CLOSE_HINT = (
+    " before answering anything (a port in TLS enforcing mode closes plain "
+    "connections: connect with TLS)"
+)
 _CONNECTION_IDS = itertools.count(1)
 _NO_ADDRESS = ("", 0)
 
@@ -358,7 +362,16 @@ class Connection(asyncio.Protocol):
             self._on_open(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._mark_closed("connection lost" if exc is None else f"connection lost: {exc}")
+        reason = "connection lost" if exc is None else f"connection lost: {exc}"
+        transport = self._transport
+        if (
+            self._head == b""  # the peer closed before sending a byte
+            and self._pending
+            and transport is not None
+            and transport.get_extra_info("ssl_object") is None
+        ):
+            reason += _SILENT_CLOSE_HINT
+        self._mark_closed(reason)
         self._outbox = []
         if self._lost is not None and not self._lost.done():
             self._lost.set_result(None)

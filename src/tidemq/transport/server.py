@@ -16,6 +16,17 @@ connections quiet for ``max_idle_s`` (Java's 120 s), with a frame older than
 ``frame_timeout_s``, or paused for budget longer than that (housekeeping.py).
 Time is the event loop's clock; tests shorten the limits.
 
+TLS (``tls=``, tls.py): ``disabled`` serves as above, with no per-connection
+cost; ``enforcing`` and ``permissive`` wait (up to ``frame_timeout_s``) for
+the first byte of each accepted socket (first_byte.py): 0x16 sets the
+connection up with ``ssl`` (asyncio's TLS, handshake within
+``frame_timeout_s``), anything else is plain remoting in ``permissive`` and
+closed in ``enforcing``, as RocketMQ's TlsModeHandler (apache/rocketmq
+rocketmq-all-5.2.0, NettyRemotingServer.java). A peer that never sends, sends
+garbage or a broken handshake costs one socket until then, nothing else;
+such refusals are counted (``tls_refused``) and logged at most once per
+``report_interval_s``.
+
 Shutdown order (``stop``): stop listening; answer new requests SYSTEM_BUSY
 while the handlers already running get up to ``grace`` seconds to finish;
 cancel the rest; close every connection (flushing, aborting any that do not
@@ -28,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from collections.abc import Callable, Mapping
 from typing import TypeAlias
 
@@ -44,8 +56,10 @@ from .connection import (
     Handler,
     close_connections,
 )
+from .first_byte import peek_first_byte
 from .frame_budget import DEFAULT_FRAME_BUDGET, DEFAULT_FRAME_TIMEOUT_S, FrameBudget
-from .housekeeping import Verdict, verdict
+from .housekeeping import LogThrottle, Verdict, verdict
+from .tls import TLS_HANDSHAKE_BYTE, ServerTls, TlsMode
 
 __all__ = ["DEFAULT_MAX_IDLE_S", "Gate", "Handler", "RemotingServer", "not_supported"]
 
@@ -96,7 +110,9 @@ class RemotingServer:
         accept_retry_s: float = ACCEPT_RETRY_S,
         report_interval_s: float = REPORT_INTERVAL_S,
         gate: Gate | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
+        """TlsConfigError (a ValueError) when `tls` cannot be loaded."""
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         if frame_timeout_s <= 0 or sweep_interval_s <= 0:
@@ -104,6 +120,13 @@ class RemotingServer:
         self.name = name
         self._handlers: dict[int, Handler] = dict(handlers)
         self._gate = gate
+        self.tls = tls if tls is not None else ServerTls()
+        self._ssl: ssl.SSLContext | None = self.tls.context()
+        self.tls_refused = 0
+        """Connections closed before they were set up: a plain peer in
+        ``enforcing``, a failed or timed-out handshake, silence."""
+        self._tls_unreported = 0
+        self._tls_throttle = LogThrottle(report_interval_s)
         self._host = host
         self._requested_port = port
         self._max_in_flight = max_in_flight
@@ -151,6 +174,11 @@ class RemotingServer:
     def in_flight(self) -> int:
         """Handler tasks still running, over all connections."""
         return len(self._tasks)
+
+    @property
+    def setting_up(self) -> int:
+        """Accepted sockets not yet connections (waiting for a first byte or a handshake)."""
+        return len(self._accepts)
 
     @property
     def accept_failures(self) -> int:
@@ -276,12 +304,52 @@ class RemotingServer:
 
     async def _adopt(self, sock: socket.socket) -> None:
         try:
-            await asyncio.get_running_loop().connect_accepted_socket(self._new_connection, sock)
+            if self._ssl is None:
+                await asyncio.get_running_loop().connect_accepted_socket(self._new_connection, sock)
+            else:
+                await self._adopt_tls(sock, self._ssl)
         except BaseException as exc:
             sock.close()
             if not isinstance(exc, Exception):
                 raise
-            logger.debug("%s: could not set up an accepted connection: %s", self.name, exc)
+            if self._ssl is not None:
+                self._tls_refusal(exc)
+            else:
+                logger.debug("%s: could not set up an accepted connection: %s", self.name, exc)
+
+    def _tls_refusal(self, exc: Exception) -> None:
+        """Count it; log at most one line per report interval, with the count since the last."""
+        self.tls_refused += 1
+        self._tls_unreported += 1
+        if self._tls_throttle.due(asyncio.get_running_loop().time()):
+            logger.info(
+                "%s: closed %d connection(s) before they were set up (TLS %s), the last one: %s",
+                self.name,
+                self._tls_unreported,
+                self.tls.mode.value,
+                str(exc) or type(exc).__name__,
+            )
+            self._tls_unreported = 0
+
+    async def _adopt_tls(self, sock: socket.socket, context: ssl.SSLContext) -> None:
+        """Plain or TLS by the first byte (permissive), or TLS only (enforcing)."""
+        first = await peek_first_byte(sock, self.frame_timeout_s)
+        loop = asyncio.get_running_loop()
+        if first == TLS_HANDSHAKE_BYTE:
+            await loop.connect_accepted_socket(
+                self._new_connection,
+                sock,
+                ssl=context,
+                ssl_handshake_timeout=self.frame_timeout_s,
+            )
+        elif first is not None and self.tls.mode is TlsMode.PERMISSIVE:
+            await loop.connect_accepted_socket(self._new_connection, sock)
+        else:
+            raise ConnectionRefusedError(
+                "closed before sending anything"
+                if first is None
+                else "a plain connection to a port in TLS enforcing mode"
+            )
 
     def _new_connection(self) -> Connection:
         return Connection(

@@ -221,9 +221,12 @@ async def test_admin_error_carries_the_code() -> None:
 class FakeAdmin:
     """Stands in for AdminClient inside the commands (no network)."""
 
-    def __init__(self, namesrv: list[str], *, credentials: object = None) -> None:
+    def __init__(
+        self, namesrv: list[str], *, credentials: object = None, tls: object = None
+    ) -> None:
         self.namesrv = namesrv
         self.credentials = credentials
+        self.tls = tls
 
     async def __aenter__(self) -> FakeAdmin:
         return self

@@ -31,7 +31,9 @@ def run(*args: str) -> tuple[int, str]:
 class FakeAdmin:
     """Stands in for AdminClient inside the commands (no network)."""
 
-    def __init__(self, namesrv: list[str], *, credentials: object = None) -> None:
+    def __init__(
+        self, namesrv: list[str], *, credentials: object = None, tls: object = None
+    ) -> None:
         self.namesrv = namesrv
 
     async def __aenter__(self) -> FakeAdmin:

@@ -78,6 +78,7 @@ from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol import ResponseCode
 from tidemq.protocol.heartbeat import CONSUME_ACTIVELY, ConsumerData
+from tidemq.transport.tls import TlsConfig
 
 __all__ = ["AsyncLitePullConsumer", "CommitCallback", "LitePullConsumer"]
 
@@ -157,6 +158,7 @@ class AsyncLitePullConsumer(GroupClient):
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
         credentials: Credentials | None = None,
+        tls: bool | TlsConfig | None = None,
     ) -> None:
         check_group(group, "consumer")
         _check_range("auto_commit_interval_s", auto_commit_interval_s, 0.0, None, open_low=True)
@@ -173,7 +175,7 @@ class AsyncLitePullConsumer(GroupClient):
         if consume_timestamp is not None:
             parse_consume_timestamp(consume_timestamp)  # ValueError when malformed
         config = self._config = make_client_config(
-            namesrv, instance_name, client_config, credentials
+            namesrv, instance_name, client_config, credentials, tls
         )
         self._group = group
         self._instance = ClientInstance(config)
@@ -921,6 +923,7 @@ class LitePullConsumer(BlockingClient[AsyncLitePullConsumer]):
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
         credentials: Credentials | None = None,
+        tls: bool | TlsConfig | None = None,
     ) -> None:
         build = functools.partial(
             AsyncLitePullConsumer,
@@ -944,6 +947,7 @@ class LitePullConsumer(BlockingClient[AsyncLitePullConsumer]):
             instance_name=instance_name,
             client_config=client_config,
             credentials=credentials,
+            tls=tls,
         )
         super().__init__(build, thread_name=f"tidemq-lite-pull-{group}")
 

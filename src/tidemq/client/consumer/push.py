@@ -77,6 +77,7 @@ from tidemq.common.names import retry_topic_of
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol import ResponseCode
 from tidemq.protocol.heartbeat import CONSUME_PASSIVELY, ConsumerData
+from tidemq.transport.tls import TlsConfig
 
 if TYPE_CHECKING:
     from tidemq.client.consumer.consume_orderly import ConsumeOrderlyService
@@ -137,6 +138,7 @@ class AsyncPushConsumer(GroupClient):
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
         credentials: Credentials | None = None,
+        tls: bool | TlsConfig | None = None,
         hooks: Iterable[ConsumeHook] = (),
         queue_listener: QueueListener | None = None,
         rebalance_interval_s: float = 20.0,
@@ -165,7 +167,7 @@ class AsyncPushConsumer(GroupClient):
         if consume_timestamp is not None:
             rebalance_plan.parse_consume_timestamp(consume_timestamp)  # ValueError if malformed
         config = self._config = make_client_config(
-            namesrv, instance_name, client_config, credentials
+            namesrv, instance_name, client_config, credentials, tls
         )
         self._offsets_owner = local_store_owner(
             config.client_ip,
@@ -622,6 +624,7 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
         credentials: Credentials | None = None,
+        tls: bool | TlsConfig | None = None,
         hooks: Iterable[ConsumeHook] = (),
         queue_listener: QueueListener | None = None,
         rebalance_interval_s: float = 20.0,
@@ -651,6 +654,7 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
             instance_name=instance_name,
             client_config=client_config,
             credentials=credentials,
+            tls=tls,
             hooks=tuple(hooks),
             queue_listener=queue_listener,
             rebalance_interval_s=rebalance_interval_s,

@@ -39,6 +39,7 @@ from tidemq.protocol.pop_headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
+from tidemq.transport.tls import TlsConfig
 
 __all__ = ["AsyncSimpleConsumer", "ReceivedMessage", "SimpleConsumer", "rebuild_receipts"]
 
@@ -166,12 +167,13 @@ class AsyncSimpleConsumer(AsyncClient):
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
         credentials: Credentials | None = None,
+        tls: bool | TlsConfig | None = None,
     ) -> None:
         self._group = check_group(group, "consumer")
         self._subscriptions = _subscriptions(subscriptions)
         self.await_s = _seconds(await_duration, "await_duration")
         self._instance = ClientInstance(
-            make_client_config(namesrv, instance_name, client_config, credentials)
+            make_client_config(namesrv, instance_name, client_config, credentials, tls)
         )
         self._turn = 0
         self._started = False
@@ -320,6 +322,7 @@ class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
         instance_name: str | None = None,
         client_config: ClientConfig | None = None,
         credentials: Credentials | None = None,
+        tls: bool | TlsConfig | None = None,
     ) -> None:
         build = functools.partial(
             AsyncSimpleConsumer,
@@ -330,6 +333,7 @@ class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
             instance_name=instance_name,
             client_config=client_config,
             credentials=credentials,
+            tls=tls,
         )
         super().__init__(build, thread_name=f"tidemq-simple-{group}")
 
