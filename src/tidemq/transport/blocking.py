@@ -9,7 +9,10 @@ as redis-py does, so a blocking `send` costs one round trip and no hand-off.
 ``BlockingChannel`` is one TCP socket (TCP_NODELAY) carrying one request at a
 time; ``BlockingChannels`` keeps up to ``per_address`` of them per
 ``"host:port"`` for any number of threads: a request borrows an idle channel
-(or opens one) and gives it back after its answer. When every channel of an
+(or opens one) and gives it back after its answer. An idle channel whose
+peer closed it (a restarted broker) is dropped when next borrowed, so that a
+stale socket never fails a send (and has a healthy broker isolated by the
+producer's fault tolerance). When every channel of an
 address is busy, ``acquire`` returns None and the caller takes another path
 (the loop thread's shared connection), so threads never queue here and a
 broker never sees more than ``per_address`` such sockets from one client.
@@ -133,6 +136,21 @@ class BlockingChannel:
             f"{request_code_name(code)} to {self.address} got no response within {timeout:g}s"
         )
 
+    def still_open(self) -> bool:
+        """False when the peer has closed (or reset) this idle channel, or it
+        holds bytes nobody asked for: seen without blocking, so a channel
+        whose broker restarted is not reused for a send that would fail."""
+        if self.closed:
+            return False
+        try:
+            self._sock.settimeout(0.0)  # a timeout would make recv wait for it
+            self._sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return True  # nothing to read: the usual case
+        except OSError:
+            return False
+        return False  # the end of the stream, or bytes nobody asked for
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
@@ -156,16 +174,22 @@ class BlockingChannels:
     def acquire(self, address: str, timeout: float) -> BlockingChannel | None:
         """An idle channel to `address`, else a new one (connected within
         `timeout`), else None when `per_address` are busy or all are closed."""
-        with self._lock:
-            if self._closed:
-                return None
-            idle = self._idle.get(address)
-            if idle:
-                return idle.pop()
-            opened = self._open.get(address, 0)
-            if opened >= self.per_address:
-                return None
-            self._open[address] = opened + 1
+        while True:
+            with self._lock:
+                if self._closed:
+                    return None
+                idle = self._idle.get(address)
+                channel = idle.pop() if idle else None
+                if channel is None:
+                    opened = self._open.get(address, 0)
+                    if opened >= self.per_address:
+                        return None
+                    self._open[address] = opened + 1
+                    break
+            if channel.still_open():
+                return channel
+            channel.close()  # its peer went away while it was idle: open another
+            self._forget(address)
         try:
             return BlockingChannel(address, timeout, max_frame_size=self._max_frame_size)
         except BaseException:

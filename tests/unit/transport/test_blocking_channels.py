@@ -12,6 +12,7 @@ import pytest
 from transport_helpers import echo
 
 from tidemq.protocol import RemotingCommand
+from tidemq.testing.waiting import eventually
 from tidemq.transport import (
     Connection,
     RemotingClosedError,
@@ -144,3 +145,22 @@ async def test_channels_are_reused_bounded_per_address_and_closed(
     assert channels.acquire(address, DEADLINE) is None
     with pytest.raises(ValueError):
         BlockingChannels(per_address=0)
+
+
+async def test_an_idle_channel_whose_peer_closed_it_is_not_reused(
+    make_server: Callable[..., RemotingServer],
+) -> None:
+    server = await make_server({ECHO: echo()})  # type: ignore[misc]
+    address = f"127.0.0.1:{server.port}"
+    channels = BlockingChannels(per_address=1)
+    channel = await asyncio.to_thread(channels.acquire, address, DEADLINE)
+    assert channel is not None
+    await asyncio.to_thread(channel.request, RemotingCommand.request(ECHO, {}), DEADLINE)
+    channels.release(channel)
+    assert channel.still_open()
+    await server.stop(grace=1.0)  # closes the connection; nobody listens any more
+    await eventually(lambda: not channel.still_open(), "the peer's close to arrive")
+    with pytest.raises(RemotingConnectError):  # a new channel is tried, not the stale one
+        await asyncio.to_thread(channels.acquire, address, DEADLINE)
+    assert channel.closed
+    assert channels.open_count(address) == 0
