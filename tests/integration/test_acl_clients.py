@@ -8,6 +8,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acl_support import (
@@ -90,6 +91,55 @@ async def test_producers_sign_and_the_unsigned_one_is_refused(tmp_path: Path) ->
 
         assert await asyncio.to_thread(blocking) == "SEND_OK"
         assert sum(store.max_offset(TOPIC, q) for q in range(2)) == 2
+
+
+async def test_blocking_sends_on_the_callers_thread_are_signed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Producer.send's own sockets (transport/blocking.py) sign as the loop's
+    connections do: with the right keys every send after the route's is
+    stored without going through the loop; with a wrong secret the broker
+    refuses them and stores nothing."""
+    loop_sends: list[str] = []
+    real = AsyncProducer._send_with_retries
+
+    def counting(self: AsyncProducer, *args: Any, **kwargs: Any) -> Any:
+        loop_sends.append("loop")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncProducer, "_send_with_retries", counting)
+    async with acl_cluster(tmp_path) as cluster:
+        await _topic(cluster)
+        namesrv = cluster.namesrv.address
+        store = cluster.broker.store
+        assert store is not None
+
+        def blocking() -> list[str]:
+            with Producer("AclPG", namesrv, credentials=APP) as producer:
+                statuses = [
+                    str(producer.send(make_message(TOPIC, f"c{i}")).status) for i in range(4)
+                ]
+                assert producer._channels is not None
+                assert producer._channels.open_count(cluster.address) == 1
+            return statuses
+
+        assert await asyncio.to_thread(blocking) == ["SEND_OK"] * 4
+        assert loop_sends == ["loop"]  # the route's send; the other three on the caller's thread
+        assert sum(store.max_offset(TOPIC, q) for q in range(2)) == 4
+
+        def refused() -> ClientError:
+            with (
+                Producer(
+                    "AclPG", namesrv, credentials=wrong_secret(APP), retry_times_when_send_failed=0
+                ) as producer,
+                pytest.raises(ClientError) as caught,
+            ):
+                producer.send(make_message(TOPIC, "nope"))
+            return caught.value
+
+        error = await asyncio.to_thread(refused)
+        assert error.code == ResponseCode.NO_PERMISSION
+        assert sum(store.max_offset(TOPIC, q) for q in range(2)) == 4
 
 
 async def test_consumers_with_credentials_receive(tmp_path: Path) -> None:

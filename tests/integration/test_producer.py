@@ -408,6 +408,77 @@ def test_blocking_producer_sends_in_every_mode(server: ServerProcess) -> None:
     asyncio.run(eventually(all_three, "the sync, async and oneway messages"))
 
 
+def loop_sends_counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The thread of every send that goes through the loop's retry loop."""
+    counted: list[str] = []
+    real = AsyncProducer._send_with_retries
+
+    def counting(self: AsyncProducer, *args: Any, **kwargs: Any) -> Any:
+        counted.append(threading.current_thread().name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncProducer, "_send_with_retries", counting)
+    return counted
+
+
+def test_blocking_send_runs_on_the_calling_thread_once_the_route_is_known(
+    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = unique_name("PCaller")
+    loop_sends = loop_sends_counted(monkeypatch)
+    with Producer(unique_name("PG"), server.namesrv) as p:
+        first = p.send(Message(topic, b"first"))  # loads the route: on the loop
+        assert len(loop_sends) == 1
+        rest = [p.send(make_message(topic, f"m{i}", keys=["caller"])) for i in range(12)]
+        assert len(loop_sends) == 1  # none of these went through the loop
+        assert p._channels is not None and p._channels.open_count(server.broker) == 1
+        chosen = p.send(Message(topic, b"chosen"), sharding_key="k")  # a queue choice: the loop
+        assert len(loop_sends) == 1 and chosen.status == "SEND_OK"
+    assert p._channels.open_count(server.broker) == 0  # closed by shutdown
+    assert all(r.status == "SEND_OK" for r in [first, *rest])
+    assert {r.queue_id for r in rest} == set(range(QUEUES))  # round robin as ever
+    stored = by_unique_id(asyncio.run(pull_all(server.broker, topic)))
+    assert {m.body for m in stored.values()} >= {f"m{i}".encode() for i in range(12)}
+    assert all(stored[r.msg_id].keys == ["caller"] for r in rest)
+
+
+def test_blocking_sends_beyond_the_sockets_per_broker_go_through_the_loop(
+    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = unique_name("PBusy")
+    loop_sends = loop_sends_counted(monkeypatch)
+    results: list[SendResult] = []
+    with Producer(unique_name("PG"), server.namesrv, caller_thread_connections=2) as p:
+        p.send(Message(topic, b"route"))
+
+        def sender() -> None:
+            for _ in range(25):
+                results.append(p.send(Message(topic, b"busy")))
+
+        threads = [threading.Thread(target=sender) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert p._channels is not None and p._channels.open_count(server.broker) <= 2
+    assert len(results) == 150 and all(r.status == "SEND_OK" for r in results)
+    assert len({r.msg_id for r in results}) == 150
+    assert 1 <= len(loop_sends) < 151  # the route's send, and those that found both sockets busy
+
+
+def test_blocking_send_with_no_caller_thread_sockets_goes_through_the_loop(
+    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = unique_name("PNoCaller")
+    loop_sends = loop_sends_counted(monkeypatch)
+    with Producer(unique_name("PG"), server.namesrv, caller_thread_connections=0) as p:
+        results = [p.send(Message(topic, b"x")) for _ in range(5)]
+    assert all(r.status == "SEND_OK" for r in results)
+    assert len(loop_sends) == 5
+    with pytest.raises(ValueError, match="caller_thread_connections"):
+        Producer(unique_name("PG"), server.namesrv, caller_thread_connections=-1)
+
+
 # -- failover ----------------------------------------------------------------------------------
 
 
@@ -417,30 +488,9 @@ async def test_sends_fail_over_when_a_broker_is_killed(
     with started(["namesrv", "--port", "0"], tmp_path, "namesrv") as (_, ns_ready):
         namesrv = ns_ready["namesrv"]
         brokers: dict[str, ServerProcess] = {}
-        contexts = []
+        contexts: list[Any] = []
         try:
-            for name in ("broker-a", "broker-b"):
-                config = tmp_path / f"{name}.json"
-                config.write_text(
-                    json.dumps(
-                        {
-                            "broker_name": name,
-                            "listen_port": 0,
-                            "namesrv_addrs": [namesrv],
-                            "data_dir": str(tmp_path / name),
-                        }
-                    )
-                )
-                context = started(["broker", "--config", str(config)], tmp_path, name)
-                contexts.append(context)
-                brokers[name], _ = context.__enter__()
-            async with AdminClient(namesrv) as admin:
-
-                async def both_registered() -> bool:
-                    return set((await admin.cluster_info()).masters()) == set(brokers)
-
-                await eventually(both_registered, "both brokers to register")
-                await admin.create_topic("Spread", queues=2)
+            await spread_over_two_brokers(tmp_path, namesrv, brokers, contexts)
 
             calls: list[str] = []  # the broker of each attempt, as it reports its latency
             async with AsyncProducer(unique_name("PG"), namesrv) as p:
@@ -468,6 +518,76 @@ async def test_sends_fail_over_when_a_broker_is_killed(
                 assert len(calls) == 11
                 assert not p.fault_tolerance.is_available("broker-b")
                 assert p.fault_tolerance.is_available("broker-a")
+        finally:
+            for context in reversed(contexts):
+                context.__exit__(None, None, None)
+
+
+async def spread_over_two_brokers(
+    tmp_path: Path, namesrv: str, brokers: dict[str, ServerProcess], contexts: list[Any]
+) -> None:
+    """Start broker-a and broker-b (entered contexts appended to `contexts`, for
+    the caller to exit) and create topic "Spread" with 2 queues on each."""
+    for name in ("broker-a", "broker-b"):
+        config = tmp_path / f"{name}.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "broker_name": name,
+                    "listen_port": 0,
+                    "namesrv_addrs": [namesrv],
+                    "data_dir": str(tmp_path / name),
+                }
+            )
+        )
+        context = started(["broker", "--config", str(config)], tmp_path, name)
+        contexts.append(context)
+        brokers[name], _ = context.__enter__()
+    async with AdminClient(namesrv) as admin:
+
+        async def both_registered() -> bool:
+            return set((await admin.cluster_info()).masters()) == set(brokers)
+
+        await eventually(both_registered, "both brokers to register")
+        await admin.create_topic("Spread", queues=2)
+
+
+def test_blocking_sends_from_the_calling_thread_fail_over_when_a_broker_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with started(["namesrv", "--port", "0"], tmp_path, "namesrv") as (_, ns_ready):
+        namesrv = ns_ready["namesrv"]
+        brokers: dict[str, ServerProcess] = {}
+        contexts: list[Any] = []
+        try:
+            asyncio.run(spread_over_two_brokers(tmp_path, namesrv, brokers, contexts))
+            with Producer(unique_name("PG"), namesrv) as p:
+                before = [p.send(Message("Spread", b"before")) for _ in range(4)]
+                assert {r.broker_name for r in before} == {"broker-a", "broker-b"}
+                fault = p.core.fault_tolerance
+                assert fault is not None
+                calls: list[tuple[str, str]] = []  # (broker, thread) of each attempt's report
+                real_update = fault.update
+
+                def recording_update(broker_name: str, *args: Any) -> None:
+                    calls.append((broker_name, threading.current_thread().name))
+                    real_update(broker_name, *args)
+
+                monkeypatch.setattr(fault, "update", recording_update)
+                brokers["broker-b"].popen.send_signal(signal.SIGKILL)
+                brokers["broker-b"].popen.wait(timeout=10)
+                after = [p.send(Message("Spread", b"after")) for _ in range(10)]
+
+            assert all(r.status == "SEND_OK" for r in after)
+            assert {r.broker_name for r in after} == {"broker-a"}
+            # the one attempt on broker-b failed on the calling thread; its retry on
+            # broker-a ran on the loop thread; every other send on the calling thread
+            caller = threading.current_thread().name
+            assert [c for c in calls if c[0] == "broker-b"] == [("broker-b", caller)]
+            retried = [c for c in calls if c[0] == "broker-a" and c[1] != caller]
+            assert len(retried) == 1 and retried[0][1].startswith("tidemq-producer-")
+            assert len(calls) == 11
+            assert not fault.is_available("broker-b")
         finally:
             for context in reversed(contexts):
                 context.__exit__(None, None, None)

@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tls_support import Certs, serve_args
 
-from tidemq import ClientError, ConsumeFromWhere, LitePullConsumer, Producer, make_message
+from tidemq import (
+    AsyncProducer,
+    ClientError,
+    ConsumeFromWhere,
+    LitePullConsumer,
+    Producer,
+    make_message,
+)
 from tidemq.testing.processes import started
 from tidemq.testing.waiting import wait_until
 
@@ -125,3 +133,31 @@ def test_garbage_on_the_ports_never_takes_the_server_down(
         assert server.popen.poll() is None
         got = produce_and_consume(ready["namesrv"], "AfterGarbage", "G", tls=certs.client_tls())
         assert got == [b"one", b"two"]
+
+
+def test_blocking_sends_on_the_callers_thread_speak_tls(
+    tmp_path: Path, certs: Certs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Producer.send's own sockets (transport/blocking.py) use the client's TLS:
+    against an enforcing port every send after the route's is made on the
+    caller's thread, none through the loop."""
+    loop_sends: list[str] = []
+    real = AsyncProducer._send_with_retries
+
+    def counting(self: AsyncProducer, *args: Any, **kwargs: Any) -> Any:
+        loop_sends.append("loop")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncProducer, "_send_with_retries", counting)
+    args = serve_args(tmp_path, *certs.server_args("enforcing"), "--no-grpc")
+    with started(args, tmp_path, "serve") as (_, ready):
+        namesrv, broker = ready["namesrv"], ready["broker"]
+        with Producer("caller-p", namesrv, tls=certs.client_tls()) as producer:
+            assert producer.send(make_message("CallerTls", b"route")).status == "SEND_OK"
+            assert loop_sends == ["loop"]
+            for i in range(5):
+                sent = producer.send(make_message("CallerTls", f"m{i}".encode()))
+                assert sent.status == "SEND_OK"
+            assert loop_sends == ["loop"]  # none of the five went through the loop
+            assert producer._channels is not None
+            assert producer._channels.open_count(broker) == 1

@@ -105,6 +105,8 @@ class PullResult:
     body: bytes = b""
     message_count: int = 0
     remark: str | None = None
+    held: bool = False
+    """The pull waited for a message (long polling) before this answer."""
 
 
 MessageQueueKey = tuple[str, str, int]

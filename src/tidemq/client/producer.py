@@ -62,6 +62,7 @@ from tidemq.common.message import MAX_MESSAGE_SIZE, Message, MessageQueue
 from tidemq.common.message_id import UniqueIdGenerator, host_bytes
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol import RemotingCommand, RequestCode, ResponseCode
+from tidemq.transport.blocking import BlockingChannels
 from tidemq.transport.connection import Connection
 from tidemq.transport.tls import TlsConfig
 
@@ -75,6 +76,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+DEFAULT_CALLER_THREAD_CONNECTIONS = 4
+"""Sockets per broker a blocking Producer may open for sends on the calling
+threads (beyond them, a send goes through the loop thread's connection)."""
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 """Java's MessageQueueSelector.select(mqs, msg, arg): picks one of the topic's writable queues."""
@@ -551,37 +556,132 @@ class AsyncProducer(GroupClient):
         if send.done():  # cancelled by its caller or by shutdown
             self._direct.discard(send)
             return
-        clock = self._clock
-        broker = mq.broker_name
+        if answer.cancelled():
+            error = ClientError("the request was cancelled", ResponseCode.RPC_UNKNOWN)
         try:
-            if answer.cancelled():
-                raise ClientError("the request was cancelled", ResponseCode.RPC_UNKNOWN)
-            if error is not None:
-                raise call_error(error, address, timeout) from error
-            result = send_result(answer.result(), prepared, mq)
+            outcome = self._first_outcome(
+                prepared,
+                mq,
+                address,
+                timeout,
+                begin,
+                None if error is not None else answer.result(),
+                error,
+                retry_codes=False,  # async sends retry transport failures only (as Java)
+            )
         except ClientError as exc:
-            end = clock.monotonic()
-            self._update_fault(broker, end - begin, isolation=True)
-            if exc.transport_failure:  # async sends retry nothing else (as Java)
-                log.debug("%s: attempt 1 failed: %s", self._group, exc)
-                progress = _Progress(begin, end, 1, broker, last_error=exc)
-                self._resume(send, prepared, timeout, attempts, progress)
-                return
             self._direct.discard(send)
             send.set_exception(exc)
             return
+        if isinstance(outcome, _Progress):
+            self._resume(send, prepared, timeout, attempts, outcome)
+            return
+        self._direct.discard(send)
+        send.set_result(outcome)
+
+    def _first_outcome(
+        self,
+        prepared: PreparedSend,
+        mq: MessageQueue,
+        address: str,
+        timeout: float,
+        begin: float,
+        response: RemotingCommand | None,
+        error: BaseException | None,
+        *,
+        retry_codes: bool,
+    ) -> SendResult | _Progress:
+        """How a first attempt made outside the retry loop ends the send: its
+        SendResult, or where the retry loop carries on from (a failure it
+        retries, a status not SEND_OK with retry_another_broker_when_not_store_ok);
+        raises the ClientError that ends it. `error` is a ClientError or one of
+        CALL_FAILURES (no answer); `begin` is Clock.monotonic() at the start."""
+        clock = self._clock
+        broker = mq.broker_name
+        try:
+            if isinstance(error, ClientError):
+                raise error
+            if error is not None:
+                raise call_error(error, address, timeout) from error
+            assert response is not None
+            result = send_result(response, prepared, mq)
+        except ClientError as exc:
+            end = clock.monotonic()
+            self._update_fault(broker, end - begin, isolation=True)
+            if exc.transport_failure or (retry_codes and exc.code in RETRY_ON_CODES):
+                log.debug("%s: attempt 1 failed: %s", self._group, exc)
+                return _Progress(begin, end, 1, broker, last_error=exc)
+            raise
         if result.status is SendStatus.SEND_OK or not self.retry_another_broker_when_not_store_ok:
             fault = self._fault
             if fault is not None:
                 end = clock.monotonic()
                 fault.update(broker, int((end - begin) * 1000), False, end)
-            self._direct.discard(send)
-            send.set_result(result)
-            return
+            return result
         end = clock.monotonic()
         self._update_fault(broker, end - begin, isolation=False)
-        progress = _Progress(begin, end, 1, broker, last_result=result)
-        self._resume(send, prepared, timeout, attempts, progress)
+        return _Progress(begin, end, 1, broker, last_result=result)
+
+    def send_from_thread(
+        self,
+        message: Message,
+        channels: BlockingChannels,
+        timeout_s: float | None = None,
+    ) -> SendResult | Coroutine[Any, Any, SendResult]:
+        """`send` without a queue choice, for a blocking caller on a thread of
+        its own (not the loop's): with the route and the master at hand and a
+        channel of `channels` free, the first attempt is made here, on the
+        calling thread. What is left (no route yet, every channel busy, a
+        retry) is returned as a coroutine for the caller to run on the loop,
+        carrying on from what was done: same attempts, timeout, fault
+        tolerance and errors as `send`. Thread-safe with the loop's sends:
+        it reads the route and updates only what they tolerate (the round-robin
+        position, fault records, unique ids under their lock)."""
+        self._check_running()
+        prepared = self._codec.prepare(message)
+        timeout = self.send_timeout_s if timeout_s is None else timeout_s
+        attempts = 1 + self.retry_times_when_send_failed
+        info = self._publish.get(prepared.topic)
+        if info is None:  # the first send to a topic: routes are the loop's work
+            return self._send_with_retries(prepared, timeout, attempts, retry_codes=True)
+        clock = self._clock
+        started = clock.monotonic()
+        mq = info.selector.select(None)
+        address = info.masters.get(mq.broker_name)
+        if address is None:
+            return self._send_with_retries(
+                prepared,
+                timeout,
+                attempts,
+                retry_codes=True,
+                progress=_Progress(started, started, next_queue=mq),
+            )
+        response: RemotingCommand | None = None
+        error: BaseException | None = None
+        try:
+            channel = channels.acquire(address, timeout)
+            if channel is None:  # every channel busy: the loop's shared connection
+                return self._send_with_retries(
+                    prepared,
+                    timeout,
+                    attempts,
+                    retry_codes=True,
+                    progress=_Progress(started, started, next_queue=mq),
+                )
+            try:
+                response = channel.request(prepared.request(mq.queue_id, clock.now_ms()), timeout)
+            finally:
+                channels.release(channel)
+        except CALL_FAILURES as exc:
+            error = exc
+        outcome = self._first_outcome(
+            prepared, mq, address, timeout, started, response, error, retry_codes=True
+        )
+        if isinstance(outcome, _Progress):
+            return self._send_with_retries(
+                prepared, timeout, attempts, retry_codes=True, progress=outcome
+            )
+        return outcome
 
     def _resume(
         self,
@@ -824,7 +924,17 @@ class Producer(BlockingClient[AsyncProducer]):
     before sending, `shutdown()` at the end (it also stops the loop thread).
     `send_async` returns a concurrent.futures.Future; its callback runs on the
     loop thread, so it must not call this producer's blocking methods.
+
+    `send` without a queue choice makes its first attempt on the calling
+    thread, over a socket of its own to the broker (up to
+    `caller_thread_connections`, 4, per broker, shared by the calling
+    threads): no hand-off to the loop thread and back. Routes, retries and
+    anything else stay on the loop (`AsyncProducer.send_from_thread`); 0
+    sends everything through the loop thread's connection.
     """
+
+    _channels: BlockingChannels | None = None
+    """The caller-thread sockets (None: every send goes through the loop)."""
 
     def __init__(
         self,
@@ -844,7 +954,10 @@ class Producer(BlockingClient[AsyncProducer]):
         client_config: ClientConfig | None = None,
         credentials: Credentials | None = None,
         tls: bool | TlsConfig | None = None,
+        caller_thread_connections: int = DEFAULT_CALLER_THREAD_CONNECTIONS,
     ) -> None:
+        if caller_thread_connections < 0:
+            raise ValueError("caller_thread_connections must not be negative")
         build = functools.partial(
             AsyncProducer,
             group,
@@ -864,6 +977,13 @@ class Producer(BlockingClient[AsyncProducer]):
             tls=tls,
         )
         super().__init__(build, thread_name=f"tidemq-producer-{group}")
+        if caller_thread_connections:
+            config = self._core._config  # credentials and TLS as the loop's connections have them
+            self._channels = BlockingChannels(
+                caller_thread_connections,
+                sign=config.credentials.sign if config.credentials is not None else None,
+                tls=config.tls,
+            )
 
     def send(
         self,
@@ -875,6 +995,19 @@ class Producer(BlockingClient[AsyncProducer]):
         sharding_key: str | None = None,
         timeout_s: float | None = None,
     ) -> SendResult:
+        channels = self._channels
+        if (
+            channels is not None
+            and queue is None
+            and selector is None
+            and sharding_key is None
+            and not self._stopped
+            and not self._loop.in_loop_thread()  # `_run` refuses that, as it must
+        ):
+            outcome = self._core.send_from_thread(message, channels, timeout_s)
+            if isinstance(outcome, SendResult):
+                return outcome
+            return self._run(outcome)
         return self._run(
             self._core.send(
                 message,
@@ -930,6 +1063,14 @@ class Producer(BlockingClient[AsyncProducer]):
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(self._core.publish_queues(topic))
+
+    def shutdown(self) -> None:
+        """Shut the core down, stop the loop thread, close the caller-thread sockets."""
+        try:
+            super().shutdown()
+        finally:
+            if self._channels is not None:
+                self._channels.close()
 
     def recall(self, topic: str, recall_handle: str, *, timeout_s: float | None = None) -> str:
         return self._run(self._core.recall(topic, recall_handle, timeout_s=timeout_s))

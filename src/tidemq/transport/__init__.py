@@ -1,4 +1,5 @@
-"""The only code in tidemq that touches sockets: asyncio TCP remoting server and client.
+"""The only code in tidemq that touches sockets: asyncio TCP remoting server and
+client, and blocking requests on a caller's own thread (blocking.py).
 
 Framing and header codecs live in tidemq.protocol (sans-IO); this package adds
 connections, opaque matching, deadlines, bounded in-flight work and shutdown.

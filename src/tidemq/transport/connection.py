@@ -218,6 +218,17 @@ class Connection(asyncio.Protocol):
             return
         self._write(command.encode())
 
+    def answer_now(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Answer `request` now rather than with this loop pass's batched
+        writes: for an answer its peer is waiting on (a held pull woken by an
+        arrival), so it does not queue behind the writes other connections
+        scheduled first. Frames already queued here go out before it. A
+        handler that answers this way returns None. Dropped if closed."""
+        if request.flag & ONEWAY_FLAG:
+            return
+        self._answer(request, response)
+        self._flush()
+
     def send_oneway(self, command: RemotingCommand) -> None:
         """Send a request that expects no answer: gives it an opaque and sets the oneway bit.
 

@@ -285,6 +285,26 @@ async def test_a_handler_returning_none_sends_nothing(
     assert (await peer.read_command()).opaque == 2
 
 
+async def test_answer_now_sends_after_what_was_queued_and_never_for_oneway(
+    make_server: ServerFactory, raw_peers: PeerFactory
+) -> None:
+    async def at_once(req: RemotingCommand, conn: Connection) -> None:
+        conn.send(RemotingCommand.request(SLOW, {"push": "first"}, oneway=True))
+        conn.answer_now(req, RemotingCommand.response_to(req, ResponseCode.SUCCESS, body=b"now"))
+        return None
+
+    server = await make_server({HOLD: at_once, FAST: echo()})
+    peer = await raw_peers(server.port)
+    await peer.send(request(HOLD, 7))
+    push = await peer.read_command()
+    assert push.ext_fields == {"push": "first"} and not push.is_response
+    answer = await peer.read_command()
+    assert (answer.opaque, answer.is_response, answer.body) == (7, True, b"now")
+    await peer.send(request(HOLD, 8, oneway=True) + request(FAST, 9))
+    assert (await peer.read_command()).ext_fields == {"push": "first"}
+    assert (await peer.read_command()).opaque == 9  # no answer to the oneway request 8
+
+
 async def test_server_to_client_request_and_response(
     make_server: ServerFactory, make_client: ClientFactory
 ) -> None:

@@ -96,7 +96,7 @@ class PullProcessor:
 
     async def handle_pull_message(
         self, request: RemotingCommand, connection: Connection
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | None:
         header = decode_header(PullMessageRequestHeader, request.ext_fields)
         host, port = connection.remote[0], connection.remote[1]
         result = await self.pull(
@@ -124,7 +124,16 @@ class PullProcessor:
                 max_offset=result.max_offset,
             )
         )
-        return RemotingCommand.response_to(request, result.code, result.remark, ext, result.body)
+        response = RemotingCommand.response_to(
+            request, result.code, result.remark, ext, result.body
+        )
+        if result.held:
+            # Its consumer has been waiting: written at once, not after the
+            # writes queued in this pass (such as the answer to the send that
+            # woke it), which would put a socket write on the message's way.
+            connection.answer_now(request, response)
+            return None
+        return response
 
     async def handle_query_consumer_offset(
         self, request: RemotingCommand, connection: Connection
@@ -300,7 +309,9 @@ class PullProcessor:
         if held is None:
             return result
         await self.long_polling.wait(held)
-        return self._read(request, self._pull_filter(request))
+        result = self._read(request, self._pull_filter(request))
+        result.held = True
+        return result
 
     # -- consumer offsets ----------------------------------------------------------------
 

@@ -14,7 +14,8 @@ ProcessQueue, hands them to the consume service and pulls again:
   store, because another consumer may have moved it meanwhile;
 * clustering: the in-memory consumed offset rides along (COMMIT_OFFSET);
 * FOUND -> next offset, put, submit, then pull again (after
-  ``pull_interval_s`` if set); NO_NEW_MSG / NO_MATCHED_MSG -> next offset
+  ``pull_interval_s`` if set; else after one loop pass, so that the consume
+  job starts first); NO_NEW_MSG / NO_MATCHED_MSG -> next offset
   (stored at once when nothing is buffered, Java's correctTagsOffset);
   OFFSET_ILLEGAL -> the queue is dropped, and 10 s later the corrected
   offset is stored and persisted and the queue forgotten, so the next
@@ -261,6 +262,10 @@ class PullService:
             self.messages_pulled += len(messages)
             dispatch = pq.put(messages)
             self._consume.submit(messages, pq, mq, dispatch)
+            if not settings.pull_interval_s:
+                # One loop pass for the consume job just submitted: it starts
+                # (or is handed to its thread) before the next pull is built.
+                await asyncio.sleep(0)
             return settings.pull_interval_s
         if status is PullStatus.OFFSET_ILLEGAL:
             log.warning(

@@ -138,6 +138,37 @@ async def test_found_messages_are_buffered_and_submitted_then_pulled_on(
     await service.stop()
 
 
+async def test_the_consume_job_starts_before_the_next_pull_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    order: list[str] = []
+
+    class Recording(Script):
+        async def __call__(self, instance: object, **kwargs: Any) -> PullResult:
+            order.append(f"pull {kwargs['offset']}")
+            return await super().__call__(instance, **kwargs)
+
+    script = Recording(found(5))
+    service, context, _, consume = build(monkeypatch, script)
+    jobs = TaskSet("jobs")
+
+    async def job() -> None:
+        order.append("job")
+
+    def submit(messages: list[MessageExt], *args: Any) -> None:
+        order.append("submit")
+        jobs.spawn(job())  # as ConsumeConcurrentlyService.submit spawns its jobs
+
+    monkeypatch.setattr(consume, "submit", submit)
+    pq = ProcessQueue(context.clock)
+    context.process_queues[MQ] = pq
+    service.add(MQ, pq, 5)
+    await asyncio.wait_for(script.idle.wait(), 10)
+    assert order == ["pull 5", "submit", "job", "pull 6"]
+    await service.stop()
+    await jobs.cancel_all()
+
+
 async def test_no_new_message_on_an_empty_queue_stores_the_next_offset(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
