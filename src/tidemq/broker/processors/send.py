@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 
 from tidemq.broker import retry
 from tidemq.broker.config import BrokerConfig
@@ -106,6 +107,20 @@ def _has_timer_property(properties: str) -> bool:
     return any(_has_key(properties, key) for key in TIMER_PROPERTIES)
 
 
+_ACTED_ON = re.compile(
+    "(?:"
+    + "|".join(re.escape(key) for key in (props.TRAN_MSG, props.DELAY, *TIMER_PROPERTIES))
+    + ")"
+    + re.escape(props.NAME_VALUE_SEPARATOR)
+)
+"""Any property key the send acts on (a transaction, a delay level, a delivery
+time), as `_has_key` finds it: one search tells a plain send, the usual case,
+from one that needs the checks key by key."""
+
+_VALID_TOPICS_LIMIT = 4096
+"""Topic names found valid that a processor remembers (then it starts over)."""
+
+
 def _property(properties: str, key: str) -> str | None:
     if not _has_key(properties, key):
         return None
@@ -156,6 +171,8 @@ class SendProcessor:
         """Transactional messages; None refuses half messages."""
         self.max_message_size = max_message_size
         self.delay_levels_ms = parse_delay_levels(config.delay_levels)
+        self._valid_topics: set[str] = set()
+        """Topic names `validate_topic_name` accepted (a busy broker sees few)."""
 
     def handlers(self) -> dict[int, RequestHandler]:
         return {
@@ -239,9 +256,13 @@ class SendProcessor:
     def _send_topic(self, request: SendRequest) -> TopicConfig:
         """msgCheck: topic name, permission, existence (auto-creation)."""
         topic = request.topic
-        problem = validate_topic_name(topic)
-        if problem is not None:
-            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, problem)
+        if topic not in self._valid_topics:
+            problem = validate_topic_name(topic)
+            if problem is not None:
+                raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, problem)
+            if len(self._valid_topics) >= _VALID_TOPICS_LIMIT:
+                self._valid_topics.clear()
+            self._valid_topics.add(topic)
         if is_not_allowed_send_topic(topic):
             raise BrokerError(
                 ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
@@ -340,7 +361,11 @@ class SendProcessor:
             check_message_type(
                 config.topic_name, config.attributes, props.decode_properties(request.properties)
             )
-        transactional = self._is_transactional(request.properties, request.sys_flag)
+        acted_on = _ACTED_ON.search(request.properties) is not None
+        transactional = (
+            request.sys_flag & sysflag.TRANSACTION_MASK == sysflag.TRANSACTION_PREPARED_TYPE
+            or (acted_on and self._is_transactional(request.properties, request.sys_flag))
+        )
         if transactional and self.transactions is None:
             raise BrokerError(
                 ResponseCode.NO_PERMISSION,
@@ -373,12 +398,17 @@ class SendProcessor:
             sent = self._send_result(result, topic, queue_id, len(request.body))
             sent.transaction_id = _property(request.properties, props.UNIQ_KEY)
             return sent
-        level = 0 if to_dlq else self._delay_level(request.properties)
+        level = 0 if to_dlq or not acted_on else self._delay_level(request.properties)
         timers = self.timers
         parked = None
         if level > 0 and self.scheduler is not None:
             message = self.scheduler.schedule(message, level)
-        elif not to_dlq and timers is not None and _has_timer_property(request.properties):
+        elif (
+            acted_on
+            and not to_dlq
+            and timers is not None
+            and _has_timer_property(request.properties)
+        ):
             parked = timers.park(message)
             if parked is not None:
                 message = parked[0]
