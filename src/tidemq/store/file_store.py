@@ -3,9 +3,12 @@
 Shape of a write: validate, encode and append to the commitlog (one write per
 file for a batch), dispatch at once in the same thread (consumequeue entry,
 index entries, arrival listeners for long polling), then in sync-flush mode
-wait for the group commit. `put_message` and `put_messages` go through the
-group committer (`group_commit`): the writes of one loop tick are appended
-with one call and, in sync-flush mode, wait for one flush. Dispatch reads
+wait for the group commit. A group of ordinary messages to known queues is
+checked, encoded and dispatched in one call (`tidemq.record.group_append`,
+compiled); anything else takes the general path, message by message.
+`put_message` and `put_messages` go through the group committer
+(`group_commit`): the writes of one loop tick are appended with one call
+and, in sync-flush mode, wait for one flush. Dispatch reads
 nothing back: the append already knows every field. After a crash the same
 dispatch requests are rebuilt by scanning the commitlog from the checkpoint.
 

@@ -286,3 +286,18 @@ def test_declines() -> None:
     assert run(Message("SCHEDULE_TOPIC_XXXX", 0, b"x")) is None  # the store's own tag rule
     assert run(Message("SCHEDULE_TOPIC_XXXX", 0, b"x", tags_code=5)) is not None
     assert run(Message("T", 0, b"x"), room=90) is None  # the file ends first
+
+
+def test_an_error_building_a_result_is_raised_by_both() -> None:
+    """The result builder's exception propagates (nothing half-built is returned)."""
+
+    def failing(*fields: object) -> object:
+        raise RuntimeError("no result")
+
+    group = [Message("T", 0, b"x"), Message("T", 0, b"y")]
+    args = (group, 0, 2**20, 0, b"\x7f\x00\x00\x01", 2, {("T", 0): 0}, 99, (), failing, OK)
+    with pytest.raises(RuntimeError, match="no result"):
+        group_append.encode_group_records(*args)
+    if COMPILED is not None:
+        with pytest.raises(RuntimeError, match="no result"):
+            COMPILED.encode_group_records(*args)
