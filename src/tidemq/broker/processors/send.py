@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+from typing import cast
 
 from tidemq.broker import retry
 from tidemq.broker.config import BrokerConfig
@@ -43,7 +44,12 @@ from tidemq.common.names import (
     validate_topic_name,
 )
 from tidemq.protocol.codes import RequestCode, ResponseCode
-from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.command import (
+    DEFAULT_LANGUAGE,
+    DEFAULT_VERSION,
+    RESPONSE_FLAG,
+    RemotingCommand,
+)
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -116,6 +122,9 @@ _ACTED_ON = re.compile(
 """Any property key the send acts on (a transaction, a delay level, a delivery
 time), as `_has_key` finds it: one search tells a plain send, the usual case,
 from one that needs the checks key by key."""
+
+_BORN_ADDRESS = "tidemq.send.born_address"
+"""A connection's attribute: its peer as record fields (`born_address`)."""
 
 _VALID_TOPICS_LIMIT = 4096
 """Topic names found valid that a processor remembers (then it starts over)."""
@@ -192,7 +201,10 @@ class SendProcessor:
         header: SendMessageRequestHeader = decode_send_message_header(
             request.code, request.ext_fields
         )
-        born_host, born_port = born_address(connection.remote)
+        born = connection.attributes.get(_BORN_ADDRESS)
+        if born is None:  # once per connection: not a cache lookup per send
+            born = connection.attributes[_BORN_ADDRESS] = born_address(connection.remote)
+        born_host, born_port = cast(tuple[bytes, int], born)
         send = SendRequest(
             producer_group=header.producer_group,
             topic=header.topic,
@@ -230,7 +242,18 @@ class SendProcessor:
             ext["transactionId"] = result.transaction_id
         if result.recall_handle is not None:
             ext["recallHandle"] = result.recall_handle
-        return RemotingCommand.response_to(request, result.code, result.remark, ext)
+        # What `response_to` builds, without its defensive copy of `ext`.
+        return RemotingCommand(
+            result.code,
+            DEFAULT_LANGUAGE,
+            DEFAULT_VERSION,
+            request.opaque,
+            RESPONSE_FLAG,
+            result.remark,
+            ext,
+            b"",
+            request.serialize_type,
+        )
 
     async def handle_consumer_send_msg_back(
         self, request: RemotingCommand, connection: Connection
