@@ -337,9 +337,11 @@ static PyObject *encode_group_records(PyObject *self, PyObject *args) {
     Py_ssize_t nslots = 0;
     Out rec = {0}, index = {0};
     long long index_bound = 0;
-    seq = PySequence_Fast(messages, "messages must be a sequence");
+    /* A tuple of our own: the result builder is Python code, and nothing it
+     * does to the caller's list can move the items under this loop. */
+    seq = PySequence_Tuple(messages);
     if (!seq) goto done;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t count = PyTuple_GET_SIZE(seq);
     if (count == 0 || (store_host.len != 4 && store_host.len != 16)) goto decline;
     results = PyTuple_New(count);
     slots = PyMem_Calloc((size_t)count, sizeof(QueueSlot));
@@ -349,7 +351,7 @@ static PyObject *encode_group_records(PyObject *self, PyObject *args) {
     }
     char host_id[64];
     Py_ssize_t prefix_len = id_prefix(host_id, store_host.buf, store_host.len, store_port);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject **items = &PyTuple_GET_ITEM(seq, 0);
     long long phys = physical_offset;
     for (Py_ssize_t i = 0; i < count; i++) {
         for (int f = 0; f < GROUP_FIELDS; f++) {
