@@ -141,7 +141,7 @@ def encode_group_records(
         queue_offset = next_offsets.get(key)
         if queue_offset is None:
             known = queue_offsets.get(key)
-            if known is None:
+            if known is None or not _int_in(known, _INT64):
                 return None
             queue_offset = known
         if tags_code is None:
