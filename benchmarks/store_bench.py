@@ -20,7 +20,11 @@ Cases (issue #2 targets in brackets):
   3 clauses matching 10 % (`SQL92_EXPRESSION`); the rate counts scanned messages
   [issue #5: >= 200,000 scanned msgs/s]
 
-Every loop is bounded by a message count and a time limit.
+Every loop is bounded by a message count and a time limit. Each row shows
+the rate and the CPU time per message of the whole process (the flush thread
+included), which stays comparable when other work shares the cores. The
+writers run on the event loop `tidemq serve` runs (uvloop when installed;
+`TIDEMQ_EVENT_LOOP=asyncio` for asyncio's own, see `tidemq.common.event_loop`).
 """
 
 from __future__ import annotations
@@ -37,8 +41,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from tidemq.broker.sql_filter import sql92_message_filter
+from tidemq.common import event_loop
 from tidemq.common import properties as props
 from tidemq.common.message import Message
 from tidemq.common.properties import decode_properties
@@ -58,6 +64,27 @@ SQL92_EXPRESSION = "a < 20 AND region IN ('eu', 'us') AND kind = 'order'"
 """a is i % 100 (20 % below 20), region cycles over 4 values (half match), kind
 is always 'order': 10 % of the messages match."""
 REGIONS = ("eu", "cn", "us", "br")
+
+
+class Measured(NamedTuple):
+    rate: float
+    """Messages per second."""
+    cpu_us: float
+    """CPU microseconds per message, every thread of the process (comparable
+    when other work shares the machine's cores)."""
+
+
+class Timing:
+    """Wall time and process CPU time from its creation."""
+
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.cpu = time.process_time()
+
+    def result(self, messages: int) -> Measured:
+        wall = time.perf_counter() - self.wall
+        cpu = time.process_time() - self.cpu
+        return Measured(messages / wall, 1e6 * cpu / max(messages, 1))
 
 
 def message(i: int) -> MessageToStore:
@@ -88,13 +115,13 @@ def open_store(root: Path, mode: FlushMode) -> FileMessageStore:
     return store
 
 
-def bench_append_batch(root: Path, count: int, batch: int = 32) -> float:
+def bench_append_batch(root: Path, count: int, batch: int = 32) -> Measured:
     store = open_store(root, FlushMode.ASYNC)
     batches = [[message(i + j) for j in range(batch)] for i in range(0, count, batch)]
 
-    async def run() -> float:
-        start = time.perf_counter()
-        deadline = start + TIME_LIMIT
+    async def run() -> Measured:
+        timing = Timing()
+        deadline = timing.wall + TIME_LIMIT
         done = 0
         for items in batches:
             result = await store.put_messages(items)
@@ -102,10 +129,10 @@ def bench_append_batch(root: Path, count: int, batch: int = 32) -> float:
             done += len(items)
             if time.perf_counter() > deadline:
                 break
-        return done / (time.perf_counter() - start)
+        return timing.result(done)
 
     try:
-        return asyncio.run(run())
+        return event_loop.run(run())
     finally:
         store.close()
 
@@ -123,16 +150,16 @@ def batch_body(first: int, batch: int) -> bytes:
 
 def bench_append_batch_body(
     root: Path, count: int, batch: int = 32, mode: FlushMode = FlushMode.ASYNC
-) -> float:
+) -> Measured:
     """The broker's SEND_BATCH path: `put_batch` encodes every record from the
     request body in one call (compiled unless TIDEMQ_NO_EXTENSIONS=1)."""
     store = open_store(root, mode)
     bodies = [batch_body(i, batch) for i in range(0, count, batch)]
     cluster = b"CLUSTER\x01DefaultCluster\x02"
 
-    async def run() -> float:
-        start = time.perf_counter()
-        deadline = start + TIME_LIMIT
+    async def run() -> Measured:
+        timing = Timing()
+        deadline = timing.wall + TIME_LIMIT
         done = 0
         for n, body in enumerate(bodies):
             request = BatchToStore("BenchTopic", n % QUEUES, body, 0, 0, b"\x7f\0\0\1", 1, cluster)
@@ -141,39 +168,39 @@ def bench_append_batch_body(
             done += result.count
             if time.perf_counter() > deadline:
                 break
-        return done / (time.perf_counter() - start)
+        return timing.result(done)
 
     try:
-        return asyncio.run(run())
+        return event_loop.run(run())
     finally:
         store.close()
 
 
-def bench_append_single(root: Path, count: int) -> float:
+def bench_append_single(root: Path, count: int) -> Measured:
     store = open_store(root, FlushMode.ASYNC)
     items = [message(i) for i in range(count)]
 
-    async def run() -> float:
-        start = time.perf_counter()
+    async def run() -> Measured:
+        timing = Timing()
         for item in items:
             result = await store.put_message(item)
             assert result.ok
-        return count / (time.perf_counter() - start)
+        return timing.result(count)
 
     try:
-        return asyncio.run(run())
+        return event_loop.run(run())
     finally:
         store.close()
 
 
-def bench_append_single_concurrent(root: Path, count: int, writers: int = 16) -> float:
+def bench_append_single_concurrent(root: Path, count: int, writers: int = 16) -> Measured:
     store = open_store(root, FlushMode.ASYNC)
     per_writer = count // writers
     items = [message(i) for i in range(per_writer * writers)]
 
-    async def run() -> float:
-        start = time.perf_counter()
-        deadline = start + TIME_LIMIT
+    async def run() -> Measured:
+        timing = Timing()
+        deadline = timing.wall + TIME_LIMIT
 
         async def writer(w: int) -> None:
             for item in items[w * per_writer : (w + 1) * per_writer]:
@@ -186,17 +213,18 @@ def bench_append_single_concurrent(root: Path, count: int, writers: int = 16) ->
             for w in range(writers):
                 group.create_task(writer(w))
         total = sum(store.max_offset("BenchTopic", q) for q in range(QUEUES))
-        return total / (time.perf_counter() - start)
+        return timing.result(total)
 
     try:
-        return asyncio.run(run())
+        return event_loop.run(run())
     finally:
         store.close()
 
 
-def bench_sync_group_commit(root: Path, count: int, writers: int = 16, batch: int = 1) -> float:
+def bench_sync_group_commit(root: Path, count: int, writers: int = 16, batch: int = 1) -> Measured:
     """Each writer's calls are built before the clock starts (as in the other
-    cases): the rate is the store's, not the building of MessageToStore."""
+    cases): the rate is the store's, not the building of MessageToStore. A
+    writer of single messages calls `put_message`, as the broker's send does."""
     store = open_store(root, FlushMode.SYNC)
     per_writer = count // writers
     calls = [
@@ -207,9 +235,9 @@ def bench_sync_group_commit(root: Path, count: int, writers: int = 16, batch: in
         for w in range(writers)
     ]
 
-    async def run() -> float:
-        start = time.perf_counter()
-        deadline = start + TIME_LIMIT
+    async def run() -> Measured:
+        timing = Timing()
+        deadline = timing.wall + TIME_LIMIT
 
         async def writer(w: int) -> None:
             for items in calls[w]:
@@ -218,21 +246,28 @@ def bench_sync_group_commit(root: Path, count: int, writers: int = 16, batch: in
                 if time.perf_counter() > deadline:
                     break
 
+        async def single_writer(w: int) -> None:
+            for items in calls[w]:
+                result = await store.put_message(items[0])
+                assert result.ok, result.remark
+                if time.perf_counter() > deadline:
+                    break
+
         async with asyncio.TaskGroup() as group:
             for w in range(writers):
-                group.create_task(writer(w))
+                group.create_task(single_writer(w) if batch == 1 else writer(w))
         total = sum(store.max_offset("BenchTopic", q) for q in range(QUEUES))
-        return total / (time.perf_counter() - start)
+        return timing.result(total)
 
     try:
-        rate = asyncio.run(run())
+        rate = event_loop.run(run())
         print(f"  ({store.flush.flush_count} fsync rounds)", file=sys.stderr)
         return rate
     finally:
         store.close()
 
 
-def bench_read(root: Path, count: int, tag_filter: bool = False, sql92: bool = False) -> float:
+def bench_read(root: Path, count: int, tag_filter: bool = False, sql92: bool = False) -> Measured:
     """Messages read per second; with `sql92`, messages scanned per second."""
     store = open_store(root, FlushMode.ASYNC)
     make = message_with_properties if sql92 else message
@@ -245,7 +280,7 @@ def bench_read(root: Path, count: int, tag_filter: bool = False, sql92: bool = F
     elif sql92:
         message_filter = sql92_message_filter(SQL92_EXPRESSION)
     try:
-        start = time.perf_counter()
+        timing = Timing()
         read = 0
         for queue_id in range(QUEUES):
             offset = 0
@@ -257,18 +292,18 @@ def bench_read(root: Path, count: int, tag_filter: bool = False, sql92: bool = F
                     break
                 read += got.message_count
                 offset = got.next_begin_offset
-        elapsed = time.perf_counter() - start
+        measured = timing.result(count if sql92 else read)
         expected = count // 2 if tag_filter else count
         if sql92:
             selects = compile_sql92(SQL92_EXPRESSION).evaluate
             expected = sum(selects(sql92_properties(i // QUEUES)) for i in range(count))
         assert read == expected, (read, expected)
-        return (count if sql92 else read) / elapsed
+        return measured
     finally:
         store.close()
 
 
-CASES: dict[str, Callable[[Path, int], float]] = {
+CASES: dict[str, Callable[[Path, int], Measured]] = {
     "append-batch-async": bench_append_batch,
     "append-batch-body-async": bench_append_batch_body,
     "append-batch-body-sync": lambda root, n: bench_append_batch_body(root, n, mode=FlushMode.SYNC),
@@ -291,7 +326,7 @@ def main() -> None:
     parser.add_argument("--profile", choices=sorted(CASES), help="Profile one case.")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tidemq-bench-", dir=args.dir))
-    results: dict[str, int] = {}
+    results: dict[str, dict[str, float]] = {}
     try:
         for name in args.only or list(CASES):
             root = work / name
@@ -302,7 +337,10 @@ def main() -> None:
                 pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(15)
             else:
                 rate = CASES[name](root, args.messages)
-            results[name] = round(rate)
+            results[name] = {
+                "msgs_per_s": round(rate.rate),
+                "cpu_us_per_msg": round(rate.cpu_us, 2),
+            }
             shutil.rmtree(root, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -310,8 +348,11 @@ def main() -> None:
         print(json.dumps(results, indent=2))
     else:
         width = max(map(len, results))
-        for name, rate in results.items():
-            print(f"{name:<{width}}  {rate:>12,} msgs/s")
+        for name, row in results.items():
+            print(
+                f"{name:<{width}}  {row['msgs_per_s']:>12,} msgs/s"
+                f"  {row['cpu_us_per_msg']:>7.2f} us CPU/msg"
+            )
 
 
 if __name__ == "__main__":

@@ -3,9 +3,12 @@
 Shape of a write: validate, encode and append to the commitlog (one write per
 file for a batch), dispatch at once in the same thread (consumequeue entry,
 index entries, arrival listeners for long polling), then in sync-flush mode
-wait for the group commit. `put_message` and `put_messages` go through the
-group committer (`group_commit`): the writes of one loop tick are appended
-with one call and, in sync-flush mode, wait for one flush. Dispatch reads
+wait for the group commit. A group of ordinary messages to known queues is
+checked, encoded and dispatched in one call (`tidemq.record.group_append`,
+compiled); anything else takes the general path, message by message.
+`put_message` and `put_messages` go through the group committer
+(`group_commit`): the writes of one loop tick are appended with one call
+and, in sync-flush mode, wait for one flush. Dispatch reads
 nothing back: the append already knows every field. After a crash the same
 dispatch requests are rebuilt by scanning the commitlog from the checkpoint.
 
@@ -36,6 +39,7 @@ from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.names import is_safe_path_component, preview
 from tidemq.common.properties import PropertyView, decode_properties
 from tidemq.protocol.errors import ProtocolError
+from tidemq.record import group_append
 from tidemq.record.codec import peek_header, peek_properties, peek_topic_and_properties
 from tidemq.store.api import (
     ArrivalListener,
@@ -56,7 +60,7 @@ from tidemq.store.api import (
 )
 from tidemq.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from tidemq.store.commitlog import AppendPlan, CommitLog
-from tidemq.store.config import FlushMode, StoreConfig
+from tidemq.store.config import SCHEDULE_TOPIC, TIMER_TOPIC, FlushMode, StoreConfig
 from tidemq.store.consumequeue import BLANK_SIZE, ENTRY, ConsumeQueue
 from tidemq.store.disk_guard import DiskGuard, disk_used_ratio
 from tidemq.store.filters import make_tags_code_rule
@@ -76,6 +80,10 @@ from tidemq.store.validation import validate_batch
 log = logging.getLogger(__name__)
 
 QueueKey = tuple[str, int]
+
+_TAGS_RULE_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)
+"""Topics whose consumequeue tag slot the store computes (a delivery time)
+unless the message brings it: `group_append` leaves them to the general path."""
 
 
 class StoreClosedError(RuntimeError):
@@ -392,7 +400,77 @@ class FileMessageStore:
         return _with_status(result, PutStatus.FLUSH_DISK_TIMEOUT, "flush to disk timed out")
 
     def append(self, messages: Sequence[MessageToStore]) -> BatchPutResult:
-        """Write and dispatch without waiting for durability."""
+        """Write and dispatch without waiting for durability: in one call when
+        every message suits `group_append` (a group of single sends), else
+        through the general path, which checks and encodes message by message."""
+        appended = self._append_group(messages)
+        return appended if appended is not None else self._append_general(messages)
+
+    def _append_group(self, messages: Sequence[MessageToStore]) -> BatchPutResult | None:
+        """The messages as one run (`tidemq.record.group_append`), or None:
+        the general path must take them (a message it does not handle, a
+        queue not created yet, the end of a commitlog file, or any refusal,
+        which the general path words with its checks in their order)."""
+        if self._write_refusal(None) is not None:
+            return None
+        commitlog = self.commitlog
+        start, room = commitlog.next_append()
+        store_timestamp = self.clock.now_ms()
+        encoded = group_append.encode(
+            messages,
+            start,
+            room,
+            store_timestamp,
+            commitlog.store_host,
+            commitlog.store_port,
+            commitlog.queue_offsets,
+            self.config.max_message_size,
+            _TAGS_RULE_TOPICS,
+            PutResult,
+            PutStatus.PUT_OK,
+        )
+        if encoded is None:
+            return None
+        records, results, parts, index_entries, index_bound = encoded
+        consume_queues = self.consume_queues
+        queues: list[ConsumeQueue] = []
+        for topic, queue_id, _, _, _ in parts:
+            queue = consume_queues.get((topic, queue_id))
+            if queue is None:
+                return None
+            queues.append(queue)
+        index = self.index if self.config.index_enabled and self._index_behind is None else None
+        end = start + len(records)
+        try:
+            commitlog.log.reserve(start, end)
+            for (_, _, first, cq_entries, _), queue in zip(parts, queues, strict=True):
+                queue.reserve(first, first + len(cq_entries) // ENTRY.size)
+            if index is not None:
+                index.reserve(index_bound)
+        except NoSpaceError as exc:
+            return self._no_space(exc)
+        next_offsets = commitlog.queue_offsets
+        for topic, queue_id, first, cq_entries, _ in parts:
+            next_offsets[(topic, queue_id)] = first + len(cq_entries) // ENTRY.size
+        try:
+            commitlog.write(AppendPlan(start, end, [(start, records)], [], []))
+        except NoSpaceError as exc:  # the room was reserved: never expected
+            log.error("no space for a reserved commitlog write at %d: %s", start, exc)
+            self._dispatch_behind = self._dispatched_offset = start
+            return self._no_space(exc)
+        refused = self._dispatch_runs(
+            start,
+            [QueueEntries(*part) for part in parts],
+            queues,
+            index_entries,
+            index,
+            store_timestamp,
+        )
+        if refused is not None:
+            return refused
+        return BatchPutResult(PutStatus.PUT_OK, results)
+
+    def _append_general(self, messages: Sequence[MessageToStore]) -> BatchPutResult:
         refusal = self._write_refusal(messages)
         if refusal is not None:
             return refusal
@@ -1101,7 +1179,7 @@ class FileMessageStore:
                     start,
                 )
         listeners = self._listeners
-        for part in parts:
+        for part in parts if listeners else ():
             for tags_code, queue_offset in part.tags.items():
                 arrival = DispatchRequest(
                     part.topic, part.queue_id, start, 0, tags_code, store_timestamp, queue_offset

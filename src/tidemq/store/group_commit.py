@@ -82,18 +82,11 @@ _MESSAGE_REFUSALS = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_S
 """Refusals caused by one message of a group, not by the store."""
 
 
-class _Caller:
-    """One `put_message` or `put_messages` call: its messages are
-    `messages[start : start + count]` of its group."""
-
-    __slots__ = ("batch", "count", "future", "start")
-
-    def __init__(self, start: int, count: int, future: asyncio.Future[Any], batch: bool) -> None:
-        self.start = start
-        self.count = count
-        self.future = future
-        self.batch = batch
-        """True: answered with a BatchPutResult; False: with its one PutResult."""
+_Caller = tuple[asyncio.Future[Any], int, int, bool]
+"""One `put_message` or `put_messages` call: (future, start, count, batch).
+Its messages are `messages[start : start + count]` of its group; `batch`:
+answered with a BatchPutResult, else with its one PutResult. A tuple, not an
+object: one is made per single send, on the hottest path of the broker."""
 
 
 class _Group:
@@ -171,7 +164,28 @@ class GroupCommitter:
             if len(outcome.results) == 1:
                 return outcome.results[0]
             return PutResult(outcome.status, remark=outcome.remark)
-        return self._join((message,), len(message.body) + len(message.properties), batch=False)
+        return self._join_one(message)
+
+    def _join_one(self, message: MessageToStore) -> asyncio.Future[PutResult]:
+        """`_join` for one message of a `put_message` (the common case, kept short)."""
+        loop = asyncio.get_running_loop()
+        group = self._pending
+        size = len(message.body) + len(message.properties)
+        if (
+            group is None
+            or group.loop is not loop
+            or len(group.messages) >= self._max_messages
+            or group.size + size > self._max_bytes
+        ):
+            return self._join((message,), size, batch=False)
+        future: asyncio.Future[PutResult] = loop.create_future()
+        messages = group.messages
+        group.callers.append((future, len(messages), 1, False))
+        messages.append(message)
+        group.size += size
+        if len(messages) >= self._max_messages or group.size >= self._max_bytes:
+            self._commit(group)
+        return future
 
     def submit_batch(
         self, messages: Sequence[MessageToStore]
@@ -216,7 +230,7 @@ class GroupCommitter:
                 self._pending = group
                 group.handle = loop.call_soon(self._commit, group)
         future: asyncio.Future[Any] = loop.create_future()
-        group.callers.append(_Caller(len(group.messages), len(messages), future, batch))
+        group.callers.append((future, len(group.messages), len(messages), batch))
         group.messages.extend(messages)
         group.size += size
         if alone or len(group.messages) >= self._max_messages or group.size >= self._max_bytes:
@@ -269,14 +283,14 @@ class GroupCommitter:
             if len(callers) > 1 and self._written_end() == end_before:
                 self._one_by_one(callers, messages)
                 return
-            for caller in callers:
-                if not caller.future.done():
-                    caller.future.set_exception(exc)
+            for future, _, _, _ in callers:
+                if not future.done():
+                    future.set_exception(exc)
             return
         except BaseException as exc:  # an interrupt: nobody is left waiting
-            for caller in callers:
-                if not caller.future.done():
-                    caller.future.set_exception(exc)
+            for future, _, _, _ in callers:
+                if not future.done():
+                    future.set_exception(exc)
             raise
         if outcome.status is PutStatus.PUT_OK:
             self._stored(callers, outcome.results)
@@ -291,17 +305,16 @@ class GroupCommitter:
         stored: list[_Caller] = []
         results: list[PutResult] = []
         for caller in callers:
-            start = caller.start
+            future, start, count, batch = caller
             try:
-                outcome = self._append(messages[start : start + caller.count])
+                outcome = self._append(messages[start : start + count])
             except Exception as exc:
-                if not caller.future.done():
-                    caller.future.set_exception(exc)
+                if not future.done():
+                    future.set_exception(exc)
                 continue
             if outcome.status is PutStatus.PUT_OK:
-                caller.start = len(results)
+                stored.append((future, len(results), count, batch))
                 results.extend(outcome.results)
-                stored.append(caller)
             else:
                 _refuse((caller,), outcome)
         if stored:
@@ -356,23 +369,20 @@ def _answer(
     status: PutStatus = PutStatus.PUT_OK,
     remark: str = "",
 ) -> None:
-    for caller in callers:
-        future = caller.future
+    for future, start, count, batch in callers:
         if future.done():  # the caller was cancelled; its message is stored
             continue
-        if caller.batch:
-            start = caller.start
-            future.set_result(BatchPutResult(status, results[start : start + caller.count], remark))
+        if batch:
+            future.set_result(BatchPutResult(status, results[start : start + count], remark))
         else:
-            future.set_result(results[caller.start])
+            future.set_result(results[start])
 
 
 def _refuse(callers: Sequence[_Caller], outcome: BatchPutResult) -> None:
-    for caller in callers:
-        future = caller.future
+    for future, _, _, batch in callers:
         if future.done():
             continue
-        if caller.batch:
+        if batch:
             future.set_result(outcome)
         elif len(outcome.results) == 1:
             future.set_result(outcome.results[0])

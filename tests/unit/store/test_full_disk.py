@@ -228,7 +228,7 @@ def test_a_dispatch_that_finds_no_room_is_not_acknowledged_and_catches_up(
     store = FileMessageStore(ratios_off(tmp_path), fs=fs, clock=clock, disk_usage=lambda _: 0.5)
     store.open()
     assert store.put_messages_blocking([make_message("T", b"first")]).ok
-    put = ConsumeQueue.put
+    put, put_run = ConsumeQueue.put, ConsumeQueue.put_run
     failing = [True]
 
     def no_room(self: ConsumeQueue, *args: int) -> bool:
@@ -236,7 +236,15 @@ def test_a_dispatch_that_finds_no_room_is_not_acknowledged_and_catches_up(
             raise NoSpaceError(28, "No space left on device", str(self.log.directory))
         return put(self, *args)
 
+    def no_room_for_a_run(self: ConsumeQueue, first: int, entries: bytes) -> None:
+        if failing[0]:
+            raise NoSpaceError(28, "No space left on device", str(self.log.directory))
+        put_run(self, first, entries)
+
+    # Single messages are dispatched entry by entry (`put`) or, appended as a
+    # group, as runs (`put_run`): either finds no room.
     monkeypatch.setattr(ConsumeQueue, "put", no_room)
+    monkeypatch.setattr(ConsumeQueue, "put_run", no_room_for_a_run)
     refused = store.put_messages_blocking([make_message("T", b"held")])
     assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
     assert store.max_offset("T", 0) == 1

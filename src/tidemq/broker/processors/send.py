@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 import random
+import re
+from typing import cast
 
 from tidemq.broker import retry
 from tidemq.broker.config import BrokerConfig
@@ -42,7 +44,12 @@ from tidemq.common.names import (
     validate_topic_name,
 )
 from tidemq.protocol.codes import RequestCode, ResponseCode
-from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.command import (
+    DEFAULT_LANGUAGE,
+    DEFAULT_VERSION,
+    RESPONSE_FLAG,
+    RemotingCommand,
+)
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -106,6 +113,23 @@ def _has_timer_property(properties: str) -> bool:
     return any(_has_key(properties, key) for key in TIMER_PROPERTIES)
 
 
+_ACTED_ON = re.compile(
+    "(?:"
+    + "|".join(re.escape(key) for key in (props.TRAN_MSG, props.DELAY, *TIMER_PROPERTIES))
+    + ")"
+    + re.escape(props.NAME_VALUE_SEPARATOR)
+)
+"""Any property key the send acts on (a transaction, a delay level, a delivery
+time), as `_has_key` finds it: one search tells a plain send, the usual case,
+from one that needs the checks key by key."""
+
+_BORN_ADDRESS = "tidemq.send.born_address"
+"""A connection's attribute: its peer as record fields (`born_address`)."""
+
+_VALID_TOPICS_LIMIT = 4096
+"""Topic names found valid that a processor remembers (then it starts over)."""
+
+
 def _property(properties: str, key: str) -> str | None:
     if not _has_key(properties, key):
         return None
@@ -156,6 +180,8 @@ class SendProcessor:
         """Transactional messages; None refuses half messages."""
         self.max_message_size = max_message_size
         self.delay_levels_ms = parse_delay_levels(config.delay_levels)
+        self._valid_topics: set[str] = set()
+        """Topic names `validate_topic_name` accepted (a busy broker sees few)."""
 
     def handlers(self) -> dict[int, RequestHandler]:
         return {
@@ -175,7 +201,10 @@ class SendProcessor:
         header: SendMessageRequestHeader = decode_send_message_header(
             request.code, request.ext_fields
         )
-        born_host, born_port = born_address(connection.remote)
+        born = connection.attributes.get(_BORN_ADDRESS)
+        if born is None:  # once per connection: not a cache lookup per send
+            born = connection.attributes[_BORN_ADDRESS] = born_address(connection.remote)
+        born_host, born_port = cast(tuple[bytes, int], born)
         send = SendRequest(
             producer_group=header.producer_group,
             topic=header.topic,
@@ -213,7 +242,18 @@ class SendProcessor:
             ext["transactionId"] = result.transaction_id
         if result.recall_handle is not None:
             ext["recallHandle"] = result.recall_handle
-        return RemotingCommand.response_to(request, result.code, result.remark, ext)
+        # What `response_to` builds, without its defensive copy of `ext`.
+        return RemotingCommand(
+            result.code,
+            DEFAULT_LANGUAGE,
+            DEFAULT_VERSION,
+            request.opaque,
+            RESPONSE_FLAG,
+            result.remark,
+            ext,
+            b"",
+            request.serialize_type,
+        )
 
     async def handle_consumer_send_msg_back(
         self, request: RemotingCommand, connection: Connection
@@ -239,9 +279,13 @@ class SendProcessor:
     def _send_topic(self, request: SendRequest) -> TopicConfig:
         """msgCheck: topic name, permission, existence (auto-creation)."""
         topic = request.topic
-        problem = validate_topic_name(topic)
-        if problem is not None:
-            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, problem)
+        if topic not in self._valid_topics:
+            problem = validate_topic_name(topic)
+            if problem is not None:
+                raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, problem)
+            if len(self._valid_topics) >= _VALID_TOPICS_LIMIT:
+                self._valid_topics.clear()
+            self._valid_topics.add(topic)
         if is_not_allowed_send_topic(topic):
             raise BrokerError(
                 ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
@@ -340,7 +384,11 @@ class SendProcessor:
             check_message_type(
                 config.topic_name, config.attributes, props.decode_properties(request.properties)
             )
-        transactional = self._is_transactional(request.properties, request.sys_flag)
+        acted_on = _ACTED_ON.search(request.properties) is not None
+        transactional = (
+            request.sys_flag & sysflag.TRANSACTION_MASK == sysflag.TRANSACTION_PREPARED_TYPE
+            or (acted_on and self._is_transactional(request.properties, request.sys_flag))
+        )
         if transactional and self.transactions is None:
             raise BrokerError(
                 ResponseCode.NO_PERMISSION,
@@ -373,12 +421,17 @@ class SendProcessor:
             sent = self._send_result(result, topic, queue_id, len(request.body))
             sent.transaction_id = _property(request.properties, props.UNIQ_KEY)
             return sent
-        level = 0 if to_dlq else self._delay_level(request.properties)
+        level = 0 if to_dlq or not acted_on else self._delay_level(request.properties)
         timers = self.timers
         parked = None
         if level > 0 and self.scheduler is not None:
             message = self.scheduler.schedule(message, level)
-        elif not to_dlq and timers is not None and _has_timer_property(request.properties):
+        elif (
+            acted_on
+            and not to_dlq
+            and timers is not None
+            and _has_timer_property(request.properties)
+        ):
             parked = timers.park(message)
             if parked is not None:
                 message = parked[0]
