@@ -253,8 +253,8 @@ def _check_acl_file(path: Path) -> None:
     envvar="TIDEMQ_AUTH_INIT_USER",
     show_envvar=True,
     default=None,
-    help="Create this Super user at start if no user has the name (prefer the "
-    "environment variable: a command line is visible to other local users).",
+    help="Create this Super user at start if no user has the name; implies --auth "
+    "(prefer the environment variable: a command line is visible to other local users).",
 )
 @click.option(
     "--allow-anonymous",
