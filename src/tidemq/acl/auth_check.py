@@ -6,10 +6,14 @@ gRPC): (topic, PUB/SUB) and (``%RETRY%group``, SUB). Here they become what
 RocketMQ 5's auth module asks for (apache/rocketmq rocketmq-all-5.3.0,
 ``remoting/.../protocol/header/*RequestHeader.java`` ``@RocketMQAction``
 annotations): a send is Pub on ``Topic:T``; a pull, heartbeat or offset
-commit is Sub on ``Topic:T`` and Sub on ``Group:G``. Admin-only requests are
-an action on ``Cluster`` (``ADMIN_ACTIONS``; topic and group creation
-Create, deletion Delete, a user or ACL read Get/List, any other change
-Update). A Super user may do anything (``auth/.../authorization/chain/
+commit is Sub on ``Topic:T`` and Sub on ``Group:G``. Admin-only requests
+need an action (``ADMIN_ACTIONS``: creation Create, deletion Delete, a user
+or ACL read Get/List, any other change Update) on what they name: a topic's
+creation ``Topic:T`` (``CreateTopicRequestHeader``: action CREATE,
+``@RocketMQResource(TOPIC)`` on ``topic``), and so a topic's deletion
+``Topic:T`` and a group's ``Group:G`` (``groupName``); anything else
+``Cluster`` (tidemq does not read a group creation's body for its name). A
+Super user may do anything (``auth/.../authorization/chain/
 UserAuthorizationHandler.java`` skips the ACL for it).
 
 Refusal texts are AclAuthorizationHandler's: "User:U has no permission to
@@ -18,7 +22,7 @@ access Topic:T from IP, no matched policies." / "..., the decision is deny."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tidemq.protocol.codes import RequestCode
 
@@ -27,7 +31,7 @@ from .denial import Denial, Reason
 from .permissions import Permission
 from .resources import group_of_retry_topic, is_retry_topic
 
-__all__ = ["ADMIN_ACTIONS", "admin_action", "authorize_user"]
+__all__ = ["ADMIN_ACTIONS", "admin_action", "admin_target", "authorize_user"]
 
 ADMIN_ACTIONS: dict[int, Action] = {
     int(RequestCode.UPDATE_AND_CREATE_TOPIC): Action.CREATE,
@@ -47,6 +51,24 @@ def admin_action(code: int) -> Action:
     return ADMIN_ACTIONS.get(code, Action.UPDATE)
 
 
+_NAMED_BY: dict[int, tuple[str, str]] = {
+    int(RequestCode.UPDATE_AND_CREATE_TOPIC): ("Topic", "topic"),
+    int(RequestCode.DELETE_TOPIC_IN_BROKER): ("Topic", "topic"),
+    int(RequestCode.DELETE_SUBSCRIPTIONGROUP): ("Group", "groupName"),
+}
+
+
+def admin_target(code: int, ext_fields: Mapping[str, str] | None) -> Resource:
+    """What an admin-only request acts on: its topic or group when it names one, else Cluster."""
+    kind_and_field = _NAMED_BY.get(code)
+    name = (ext_fields or {}).get(kind_and_field[1]) if kind_and_field else None
+    if kind_and_field is None or not name:
+        return Resource.cluster()
+    if kind_and_field[0] == "Topic":
+        return Resource.topic(name)
+    return Resource.group(name)
+
+
 def _wanted(resource: str, perm: Permission) -> tuple[Resource, Action]:
     action = Action.PUB if perm == Permission.PUB else Action.SUB
     if perm == Permission.ANY:
@@ -63,14 +85,16 @@ def authorize_user(
     host: str,
     *,
     admin_code: int | None = None,
+    admin_resource: Resource | None = None,
 ) -> Denial | None:
     """None when `user` (authenticated, enabled) may do this from `host`, else why not.
-    `admin_code`: the request is admin-only (its code picks the Cluster action)."""
+    `admin_code`: the request is admin-only (its code picks the action), on
+    `admin_resource` (``admin_target``; Cluster when not given)."""
     if user.is_super:
         return None
     wants = [_wanted(resource, perm) for resource, perm in needed]
     if admin_code is not None:
-        wants = [(Resource.cluster(), admin_action(admin_code))]
+        wants = [(admin_resource or Resource.cluster(), admin_action(admin_code))]
     entries = state.entries_of(user.username)
     for resource, action in wants:
         entry = deciding_entry(entries, resource, action, host)

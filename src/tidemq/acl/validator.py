@@ -54,7 +54,7 @@ from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.heartbeat import HeartbeatData, parse_heartbeat
 
-from .auth_check import authorize_user
+from .auth_check import admin_target, authorize_user
 from .auth_model import AuthState, User
 from .denial import Denial, Reason
 from .permissions import Permission, check_permission, needs_admin
@@ -207,8 +207,12 @@ def validate(
         )
     admin_only = require_admin or needs_admin(request.code) or request.code in TIDEMQ_ADMIN_CODES
     if user is not None:
-        admin_code = request.code if admin_only else None
-        return authorize_user(policy.auth, user, needed, host, admin_code=admin_code)
+        if not admin_only:
+            return authorize_user(policy.auth, user, needed, host)
+        target = admin_target(request.code, request.ext_fields)
+        return authorize_user(
+            policy.auth, user, needed, host, admin_code=request.code, admin_resource=target
+        )
     assert owned is not None
     return check_perms(needed, owned, admin_only=admin_only, code=request.code)
 

@@ -175,3 +175,23 @@ def test_grpc_users_authenticate_and_are_authorized_per_request(store: AuthStore
     bad = client_headers("alice", "nope1234", at)
     refused = gate.grpc_authenticate("SendMessage", bad, HOST, clock.now_ms(), 900_000)
     assert not isinstance(refused, GrpcCaller) and refused.reason is Reason.USER_DISABLED
+
+
+def test_topic_admin_is_granted_on_the_topic(store: AuthStore) -> None:
+    """Topic creation and deletion need Create / Delete on Topic:T, as RocketMQ 5's
+    CreateTopicRequestHeader says; other admin requests an action on Cluster."""
+    gate = gate_over(store)
+    store.create_acl("alice", [entry("Topic:team-*", "Create", "Delete")])
+
+    def topic_admin(code: RequestCode, topic: str) -> RemotingCommand:
+        fields = sign_fields({"topic": topic}, b"", "alice", "aliceSecret1")
+        return RemotingCommand.request(int(code), fields)
+
+    for code in (RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER):
+        assert gate.check(topic_admin(code, "team-a"), HOST) is None
+        refusal = gate.check(topic_admin(code, "billing"), HOST)
+        assert refusal is not None and "Topic:billing" in refusal.remark
+    config = gate.check(
+        admin_request(int(RequestCode.UPDATE_BROKER_CONFIG), "alice", "aliceSecret1"), HOST
+    )
+    assert config is not None and "Cluster:*" in config.remark
