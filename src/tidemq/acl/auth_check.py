@@ -3,7 +3,7 @@
 The resources a request names are derived once, the ACL 1.0 way
 (``resources.needed_permissions`` for remoting, ``tidemq.grpc.access`` for
 gRPC): (topic, PUB/SUB) and (``%RETRY%group``, SUB). Here they become what
-RocketMQ 5's auth module asks for (apache/rocketmq rocketmq-all-5.3.0,
+RocketMQ 5's auth module asks for (apache/rocketmq 5.3.0 on, read at HEAD:
 ``remoting/.../protocol/header/*RequestHeader.java`` ``@RocketMQAction``
 annotations): a send is Pub on ``Topic:T``; a pull, heartbeat or offset
 commit is Sub on ``Topic:T`` and Sub on ``Group:G``. Admin-only requests

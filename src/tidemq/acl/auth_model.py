@@ -9,7 +9,7 @@ Which entry decides, for one resource and action: of the entries matching
 the resource, the action and the caller's address, the most specific
 resource wins (a literal name, then the longest prefix, then ``*``); between
 equally specific entries Deny wins over Allow. No matching entry refuses.
-That is RocketMQ's rule: apache/rocketmq tag rocketmq-all-5.3.0,
+That is RocketMQ's rule (apache/rocketmq, the auth module of 5.3.0 on, read at HEAD):
 ``auth/.../authorization/chain/AclAuthorizationHandler.java``
 (matchPolicyEntries, comparePolicyEntries), ``auth/.../authorization/model/
 PolicyEntry.java`` (isMatchAction: an entry with ``All`` covers every

@@ -7,7 +7,7 @@ passwords, which a signature check needs in clear (HMAC), so it is made
 readable by its owner only; nothing the store returns to an admin carries
 one (``User.to_json(with_password=False)``).
 
-Rules after RocketMQ 5.3.0 ``auth/.../authentication/manager/
+Rules after RocketMQ 5.3.0 on (read at HEAD) ``auth/.../authentication/manager/
 AuthenticationMetadataManagerImpl.java`` and ``auth/.../authorization/
 manager/AuthorizationMetadataManagerImpl.java``: a user is created once and
 updated only if it exists; an ACL needs its user; creating an ACL for a

@@ -32,8 +32,8 @@ address rules; a parse failure is an AclException with its message),
 An access key the file does not know is looked up among the RocketMQ 5
 users (``auth_model``, stored by the broker): "User:U is not found" is not
 said, the file's "No acl config for KEY" is, since either model could have
-known it; a disabled user is refused ("User:U is disabled", RocketMQ 5.3.0
-``auth/.../authentication/handler/DefaultAuthenticationHandler.java``); the
+known it; a disabled user is refused ("User:U is disabled.", apache/rocketmq
+HEAD ``auth/.../authorization/chain/UserAuthorizationHandler.java``); the
 signature is checked with the user's password exactly as with a secret key;
 then ``auth_check.authorize_user`` judges the request by the user's ACL.
 Globally white addresses admit before either model is asked.
@@ -223,8 +223,8 @@ def _password(user: User | None) -> str:
 
 
 def user_disabled(user: User) -> Denial:
-    """DefaultAuthenticationHandler's refusal of a disabled user."""
-    return Denial(Reason.USER_DISABLED, f"User:{_shown(user.username)} is disabled")
+    """UserAuthorizationHandler's refusal of a disabled user."""
+    return Denial(Reason.USER_DISABLED, f"User:{_shown(user.username)} is disabled.")
 
 
 def check_perms(

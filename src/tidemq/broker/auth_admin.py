@@ -1,7 +1,7 @@
 """The broker's answers to RocketMQ 5's user and ACL admin requests (codes 3001-3010).
 
-Numbers, header fields and bodies are RocketMQ's (apache/rocketmq tag
-rocketmq-all-5.3.0, ``remoting/.../protocol/RequestCode.java`` AUTH_CREATE_USER
+Numbers, header fields and bodies are RocketMQ's (apache/rocketmq,
+5.3.0 on, read at HEAD: ``remoting/.../protocol/RequestCode.java`` AUTH_CREATE_USER
 3001 ... AUTH_LIST_ACL 3010; ``remoting/.../protocol/header/``
 {Create,Update,Delete,Get}UserRequestHeader ``username``,
 ListUsersRequestHeader ``filter``, {Create,Update,Get}AclRequestHeader

@@ -121,7 +121,7 @@ def test_remoting_users_are_judged_by_their_acls(store: AuthStore) -> None:
     assert gate.check(send("secret", "alice", "aliceSecret1"), HOST) is None
     store.update_user("alice", status=UserStatus.DISABLE)
     disabled = gate.check(send("orders", "alice", "aliceSecret1"), HOST)
-    assert disabled is not None and disabled.remark == "User:alice is disabled"
+    assert disabled is not None and disabled.remark == "User:alice is disabled."
     assert gate.refusals()[Reason.USER_DISABLED.value] == 1
 
 
