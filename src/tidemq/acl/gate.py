@@ -1,5 +1,9 @@
 """The check in front of a server's request table: admit, or answer NO_PERMISSION.
 
+The policy is the file's (ACL 1.0) with the broker's RocketMQ 5 users and
+ACLs (``use_auth``): an access key the file names is judged by the file, any
+other by the users and ACLs (see docs/access-control.md).
+
 The gRPC endpoint asks the same gate (``grpc_authenticate`` for a call,
 ``grpc_authorize`` for each of its requests): one policy, reloaded once, and
 one set of counters and log lines for both protocols.
@@ -29,6 +33,7 @@ from tidemq.protocol.codes import ResponseCode, request_code_name
 from tidemq.protocol.command import RemotingCommand
 
 from . import grpc_validator
+from .auth_model import AuthState
 from .grpc_validator import GrpcCaller
 from .permissions import Permission
 from .plain_config import PlainAccessAccount
@@ -55,6 +60,7 @@ class AclGate:
         """`trusted`: accounts added to every policy, whatever the file says (a
         process's own internal account: tidemq serve's broker to its name server)."""
         self._trusted = tuple(trusted)
+        self._auth = policy.auth
         self._policy = policy.with_accounts(self._trusted)
         self._name = name
         self._refusals: Counter[Reason] = Counter()
@@ -65,8 +71,14 @@ class AclGate:
         return self._policy
 
     def use(self, policy: AclPolicy) -> None:
-        """Apply `policy` to the requests that arrive from now on."""
-        self._policy = policy.with_accounts(self._trusted)
+        """Apply `policy` (a re-read file) to the requests that arrive from now
+        on, with the RocketMQ 5 users and ACLs in force."""
+        self._policy = policy.with_accounts(self._trusted).with_auth(self._auth)
+
+    def use_auth(self, auth: AuthState) -> None:
+        """Apply `auth` (users and ACLs just changed) from now on, with the file's rules."""
+        self._auth = auth
+        self._policy = self._policy.with_auth(auth)
 
     def refusals(self) -> dict[str, int]:
         """Refused requests per reason since start (every reason listed, zeros too)."""

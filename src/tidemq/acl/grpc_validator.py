@@ -24,6 +24,11 @@ step 5 with the white addresses again is ``authorize``, run for each request
 message against the policy in force then, so a policy change applies to an
 open stream's next command.
 
+A key the file does not know may be a RocketMQ 5 user (``AclPolicy.user``):
+its password verifies the signature, a disabled user is refused, and each
+request is judged by its ACL (``auth_check.authorize_user``), as on the
+remoting port.
+
 Differences from 5.2.0, on purpose: Java parses the header before the
 address rules, so a client without credentials is refused even from a
 globally white address (a NullPointerException, answered INTERNAL); tidemq
@@ -35,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .auth_check import authorize_user
 from .grpc_auth import (
     AUTHORIZATION,
     GrpcAuthError,
@@ -43,7 +49,7 @@ from .grpc_auth import (
     verify_grpc,
 )
 from .permissions import Permission
-from .validator import AclPolicy, Denial, Reason, check_perms, shown_key
+from .validator import AclPolicy, Denial, Reason, check_perms, shown_key, user_disabled
 
 __all__ = ["GrpcCaller", "authenticate", "authorize"]
 
@@ -97,11 +103,17 @@ def authenticate(
     except GrpcAuthError as error:
         return _denial(error, None)
     owned = policy.account(access_key)
-    if owned is None:
-        return Denial(Reason.UNKNOWN_ACCESS_KEY, f"No acl config for {shown_key(access_key)}")
-    if owned.addresses.matches(host):
+    user = policy.user(access_key) if owned is None else None
+    if owned is not None and owned.addresses.matches(host):
         return GrpcCaller(host, access_key)
-    secret = owned.account.secret_key
+    if owned is not None:
+        secret = owned.account.secret_key
+    elif user is not None:
+        if not user.enabled:
+            return user_disabled(user)
+        secret = user.password
+    else:
+        return Denial(Reason.UNKNOWN_ACCESS_KEY, f"No acl config for {shown_key(access_key)}")
     try:
         verify_grpc(metadata, lambda _key: secret, now_ms, max_skew_ms)
     except GrpcAuthError as error:
@@ -118,7 +130,12 @@ def authorize(
     if caller.access_key is None:  # white when the call began, no longer
         return Denial(Reason.NO_ACCESS_KEY, _NO_CREDENTIALS)
     owned = policy.account(caller.access_key)
-    if owned is None:  # removed from the file since the call began
+    user = policy.user(caller.access_key) if owned is None else None
+    if user is not None:  # a RocketMQ 5 user, as it stands now
+        if not user.enabled:
+            return user_disabled(user)
+        return authorize_user(policy.auth, user, needed, caller.host)
+    if owned is None:  # removed since the call began
         return Denial(
             Reason.UNKNOWN_ACCESS_KEY, f"No acl config for {shown_key(caller.access_key)}"
         )

@@ -29,14 +29,23 @@ address rules; a parse failure is an AclException with its message),
    ``defaultTopicPerm``/``defaultGroupPerm`` (a ``%RETRY%G`` topic is group G)
    -> "No default permission for topic:T" (Java's text, used for both).
 
+An access key the file does not know is looked up among the RocketMQ 5
+users (``auth_model``, stored by the broker): "User:U is not found" is not
+said, the file's "No acl config for KEY" is, since either model could have
+known it; a disabled user is refused ("User:U is disabled.", apache/rocketmq
+HEAD ``auth/.../authorization/chain/UserAuthorizationHandler.java``); the
+signature is checked with the user's password exactly as with a secret key;
+then ``auth_check.authorize_user`` judges the request by the user's ACL.
+Globally white addresses admit before either model is asked.
+
 A refusal never shows a secret; the access key (not secret, and what the
 operator needs to see) is cut to 64 characters.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import enum
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -45,6 +54,9 @@ from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.heartbeat import HeartbeatData, parse_heartbeat
 
+from .auth_check import admin_target, authorize_user
+from .auth_model import AuthState, User
+from .denial import Denial, Reason
 from .permissions import Permission, check_permission, needs_admin
 from .plain_config import PlainAccessAccount, PlainAclConfig
 from .remote_address import AddressMatcher, parse_pattern
@@ -59,6 +71,7 @@ __all__ = [
     "check_perms",
     "client_host",
     "shown_key",
+    "user_disabled",
     "validate",
 ]
 
@@ -67,40 +80,15 @@ TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 
 _SHOWN_KEY = 64
 
-TIDEMQ_ADMIN_CODES = frozenset({int(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET)})
+TIDEMQ_ADMIN_CODES = frozenset(
+    {int(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET)}
+    | {int(code) for code in RequestCode if 3001 <= code <= 3010}
+)
 """Admin-only here, not in ACL 1.0: Java's Permission.ADMIN_CODE leaves an offset
 reset (222) to any signed account, with no group or topic check; RocketMQ's ACL
 2.0 needs Update on the group and topic for it (HEAD,
 ``remoting/.../header/ResetOffsetRequestHeader.java``), which plain_acl.yml
 cannot grant, so an admin account it is."""
-
-
-class Reason(enum.Enum):
-    """Why a request was refused: one counter and one log line per value."""
-
-    BAD_REQUEST = "bad_request"
-    NO_ACCESS_KEY = "no_access_key"
-    UNKNOWN_ACCESS_KEY = "unknown_access_key"
-    BAD_SIGNATURE = "bad_signature"
-    NOT_ADMIN = "not_admin"
-    NO_PERMISSION = "no_permission"
-    BAD_AUTHORIZATION = "bad_authorization"
-    """gRPC: an ``authorization`` or ``x-mq-date-time`` header that cannot be read."""
-    CLOCK_SKEW = "clock_skew"
-    """gRPC: a signed date outside the allowed clock skew."""
-
-    @property
-    def authentication(self) -> bool:
-        """Who the caller is was not established (else: what it asked is not allowed)."""
-        return self not in (Reason.NOT_ADMIN, Reason.NO_PERMISSION, Reason.BAD_REQUEST)
-
-
-@dataclass(frozen=True, slots=True)
-class Denial:
-    """A refusal: its reason and the remark the client reads."""
-
-    reason: Reason
-    remark: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +101,11 @@ class _Account:
 class AclPolicy:
     """A checked ``plain_acl.yml``, compiled for lookups (PlainPermissionManager's tables)."""
 
-    __slots__ = ("_accounts", "_global_white", "config")
+    __slots__ = ("_accounts", "_global_white", "auth", "config")
 
-    def __init__(self, config: PlainAclConfig) -> None:
+    def __init__(self, config: PlainAclConfig, auth: AuthState | None = None) -> None:
         self.config = config
+        self.auth = auth if auth is not None else AuthState()
         self._global_white = tuple(parse_pattern(p) for p in config.global_white_remote_addresses)
         self._accounts = {
             a.access_key: _Account(a, parse_pattern(a.white_remote_address), a.resource_perms())
@@ -130,7 +119,18 @@ class AclPolicy:
         if not added:
             return self
         kept = tuple(a for a in self.config.accounts if a.access_key not in added)
-        return AclPolicy(dataclasses.replace(self.config, accounts=kept + tuple(added.values())))
+        config = dataclasses.replace(self.config, accounts=kept + tuple(added.values()))
+        return AclPolicy(config, self.auth)
+
+    def with_auth(self, auth: AuthState) -> AclPolicy:
+        """This file's rules with `auth`'s users and ACLs (the RocketMQ 5 model)."""
+        policy = copy.copy(self)
+        policy.auth = auth
+        return policy
+
+    def user(self, access_key: str) -> User | None:
+        """The RocketMQ 5 user signing as `access_key`, when the file has no such account."""
+        return None if access_key in self._accounts else self.auth.user(access_key)
 
     def globally_white(self, host: str) -> bool:
         return any(matcher.matches(host) for matcher in self._global_white)
@@ -193,18 +193,38 @@ def validate(
     if access_key is None:
         return Denial(Reason.NO_ACCESS_KEY, "No accessKey is configured")
     owned = policy.account(access_key)
-    if owned is None:
+    user = policy.user(access_key) if owned is None else None
+    if owned is None and user is None:
         return Denial(Reason.UNKNOWN_ACCESS_KEY, f"No acl config for {_shown(access_key)}")
-    if owned.addresses.matches(host):
+    if owned is not None and owned.addresses.matches(host):
         return None
-    if not verify(
-        request.ext_fields, request.body, owned.account.secret_key, request_version=request.version
-    ):
+    if user is not None and not user.enabled:
+        return user_disabled(user)
+    secret = owned.account.secret_key if owned is not None else _password(user)
+    if not verify(request.ext_fields, request.body, secret, request_version=request.version):
         return Denial(
             Reason.BAD_SIGNATURE, f"Check signature failed for accessKey={_shown(access_key)}"
         )
     admin_only = require_admin or needs_admin(request.code) or request.code in TIDEMQ_ADMIN_CODES
+    if user is not None:
+        if not admin_only:
+            return authorize_user(policy.auth, user, needed, host)
+        target = admin_target(request.code, request.ext_fields)
+        return authorize_user(
+            policy.auth, user, needed, host, admin_code=request.code, admin_resource=target
+        )
+    assert owned is not None
     return check_perms(needed, owned, admin_only=admin_only, code=request.code)
+
+
+def _password(user: User | None) -> str:
+    assert user is not None  # validate returned for an unknown key
+    return user.password
+
+
+def user_disabled(user: User) -> Denial:
+    """UserAuthorizationHandler's refusal of a disabled user."""
+    return Denial(Reason.USER_DISABLED, f"User:{_shown(user.username)} is disabled.")
 
 
 def check_perms(

@@ -134,6 +134,13 @@ class BrokerConfig:
     acl_grpc_clock_skew_s: float = 900.0
     """With `acl_file`: how far a gRPC client's signed x-mq-date-time may be from
     this broker's clock, either way (RocketMQ checks none; 15 min as AWS SigV4)."""
+    auth_enabled: bool = False
+    """Access control by the RocketMQ 5 users and ACLs this broker stores
+    (data_dir/config/auth.json), with or without `acl_file` (which also turns
+    it on); see docs/access-control.md."""
+    auth_init_user: str | None = field(default=None, repr=False)
+    """``NAME:PASSWORD``: a Super user created at start when no user has that
+    name (RocketMQ 5's initAuthenticationUser): the way in for the first admin."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -175,6 +182,10 @@ class BrokerConfig:
         if self.grpc_port is not None:
             self.grpc_tls  # noqa: B018
         self.namesrv_client_tls  # noqa: B018
+        if self.auth_init_user is not None:
+            name, colon, password = self.auth_init_user.partition(":")
+            if not (name and colon and password):
+                raise ValueError("auth_init_user: expected NAME:PASSWORD")
 
     @property
     def remoting_tls(self) -> ServerTls:
@@ -204,6 +215,11 @@ class BrokerConfig:
             self.namesrv_tls_key,
             self.namesrv_tls_check_hostname,
         )
+
+    @property
+    def access_control(self) -> bool:
+        """Whether requests are checked at all (a policy file, or the 5.x users)."""
+        return self.acl_file is not None or self.auth_enabled
 
     @property
     def store_dir(self) -> Path:
@@ -281,6 +297,7 @@ _NOT_SETTABLE = frozenset(
         "namesrv_tls_check_hostname",
         "acl_access_key",
         "acl_secret_key",
+        "auth_init_user",
     }
 )
 """Set by serve's own options."""

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from tidemq.cli.admin_commands import ADMIN_COMMANDS
+from tidemq.cli.auth_commands import AUTH_COMMANDS
 from tidemq.cli.cert_command import cert
 from tidemq.cli.message_commands import MESSAGE_COMMANDS
 from tidemq.cli.output import JsonReported, json_reported
@@ -69,7 +70,14 @@ def cli(verbose: bool) -> None:
     )
 
 
-for command in (*SERVER_COMMANDS, cert, *ADMIN_COMMANDS, *MESSAGE_COMMANDS, store_group):
+for command in (
+    *SERVER_COMMANDS,
+    cert,
+    *ADMIN_COMMANDS,
+    *AUTH_COMMANDS,
+    *MESSAGE_COMMANDS,
+    store_group,
+):
     cli.add_command(command)
 
 

@@ -114,12 +114,13 @@ async def _stop_signals() -> AsyncIterator[asyncio.Event]:
 async def _start(what: str, address: str, start: Callable[[], Awaitable[Any]]) -> None:
     """Run `start`; a failure is one line that names what failed: the data
     directory's owner, the file or directory, else the address."""
+    from tidemq.acl.auth_model import AuthModelError
     from tidemq.acl.plain_config import AclConfigError
     from tidemq.store.lock import StoreLockedError
 
     try:
         await start()
-    except (StoreLockedError, AclConfigError) as exc:
+    except (StoreLockedError, AclConfigError, AuthModelError) as exc:
         _abort(f"cannot start the {what}: {exc}")
     except OSError as exc:
         reason = (os.strerror(exc.errno) if exc.errno else (exc.strerror or str(exc))).lower()
@@ -290,6 +291,22 @@ def _check_acl_file(path: Path) -> None:
     "remoting port and the gRPC endpoint; reloaded when it changes.",
 )
 @click.option(
+    "--auth",
+    "auth_enabled",
+    is_flag=True,
+    help="Access control by the RocketMQ 5 users and ACLs the broker stores "
+    "(tidemq user / tidemq acl); on by itself with --acl too.",
+)
+@click.option(
+    "--auth-init-user",
+    metavar="NAME:PASSWORD",
+    envvar="TIDEMQ_AUTH_INIT_USER",
+    show_envvar=True,
+    default=None,
+    help="Create this Super user at start if no user has the name; implies --auth "
+    "(prefer the environment variable: a command line is visible to other local users).",
+)
+@click.option(
     "--allow-anonymous",
     is_flag=True,
     help="Listen on a non-loopback --host without --acl (anyone who reaches the ports "
@@ -323,6 +340,8 @@ def serve(
     flush: str,
     host: str,
     acl_file: Path | None,
+    auth_enabled: bool,
+    auth_init_user: str | None,
     allow_anonymous: bool,
     advertised_host: str | None,
     settings: tuple[str, ...],
@@ -345,6 +364,12 @@ def serve(
     if acl_file is not None:
         _check_acl_file(acl_file)
         overrides.update(acl_file=str(acl_file))
+    if auth_enabled or auth_init_user:
+        overrides.update(auth_enabled=True, auth_init_user=auth_init_user)
+        try:
+            BrokerConfig(data_dir=root, auth_enabled=True, auth_init_user=auth_init_user)
+        except ValueError as exc:
+            _abort(f"--auth-init-user: {exc}")
     try:
         dataclasses.replace(BrokerConfig(data_dir=root), **overrides)  # gRPC's TLS limits
     except ValueError as exc:
@@ -443,8 +468,13 @@ def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -
         if config.acl_file
         else ""
     )
-    python_keys = '"ACCESS_KEY", "SECRET_KEY"' if config.acl_file else ""
-    node_keys = ", sessionCredentials: { accessKey, accessSecret }" if config.acl_file else ""
+    if config.auth_enabled:
+        acl += (
+            "  access       RocketMQ 5 users and ACLs on (tidemq user / tidemq acl; "
+            "both protocols)\n"
+        )
+    python_keys = '"ACCESS_KEY", "SECRET_KEY"' if config.access_control else ""
+    node_keys = ", sessionCredentials: { accessKey, accessSecret }" if config.access_control else ""
     grpc_lines = (
         "RocketMQ 5 clients (official Python/Node, gRPC) connect to the endpoint:\n"
         f'  Python: ClientConfiguration("{grpc}", Credentials({python_keys})){tls}\n'

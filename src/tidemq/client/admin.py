@@ -628,6 +628,85 @@ class AdminClient(AsyncClient):
             rows.append(QueueOffset(queue.topic, queue.broker_name, queue.queue_id, as_int(value)))
         return rows
 
+    # -- RocketMQ 5 users and ACLs ----------------------------------------------------------
+
+    async def _auth_write(
+        self, code: int, header: Mapping[str, str], body: Mapping[str, Any] | None = None
+    ) -> list[str]:
+        """A user/ACL change on every master broker (mqadmin's ``-c``); the brokers changed."""
+        masters = await self._target_masters(None, None)
+        data = json.dumps(body).encode() if body is not None else b""
+        for response in (await self._each(masters, code, dict(header), data)).values():
+            check(response)
+        return sorted(masters)
+
+    async def _auth_read(self, code: int, header: Mapping[str, str]) -> Any:
+        """A user/ACL read from the first master broker by name (they all hold the same)."""
+        masters = await self._target_masters(None, None)
+        first = sorted(masters)[0]
+        response = check(await self._call(masters[first], code, dict(header)))
+        return json.loads(response.body or b"null")
+
+    async def create_user(
+        self, username: str, password: str, *, user_type: str = "Normal", status: str = "enable"
+    ) -> list[str]:
+        """AUTH_CREATE_USER (3001): a RocketMQ 5 user (username = access key, password = secret)."""
+        body = {
+            "username": username,
+            "password": password,
+            "userType": user_type,
+            "userStatus": status,
+        }
+        return await self._auth_write(RequestCode.AUTH_CREATE_USER, {"username": username}, body)
+
+    async def update_user(
+        self,
+        username: str,
+        *,
+        password: str | None = None,
+        user_type: str | None = None,
+        status: str | None = None,
+    ) -> list[str]:
+        """AUTH_UPDATE_USER (3002): only the fields given change."""
+        body = {"username": username, "password": password, "userType": user_type}
+        body["userStatus"] = status
+        return await self._auth_write(RequestCode.AUTH_UPDATE_USER, {"username": username}, body)
+
+    async def delete_user(self, username: str) -> list[str]:
+        """AUTH_DELETE_USER (3003), with the user's ACL."""
+        return await self._auth_write(RequestCode.AUTH_DELETE_USER, {"username": username})
+
+    async def list_users(self, name_filter: str | None = None) -> list[dict[str, Any]]:
+        """AUTH_LIST_USER (3005): UserInfo objects, without passwords."""
+        header = {"filter": name_filter} if name_filter else {}
+        return list(await self._auth_read(RequestCode.AUTH_LIST_USER, header) or [])
+
+    async def create_acl(
+        self, subject: str, entries: Sequence[Mapping[str, Any]], *, update: bool = False
+    ) -> list[str]:
+        """AUTH_CREATE_ACL (3006) / AUTH_UPDATE_ACL (3007): `entries` are PolicyEntryInfo
+        objects (resource, actions, sourceIps, decision); entries for resources the ACL
+        already has replace them."""
+        code = RequestCode.AUTH_UPDATE_ACL if update else RequestCode.AUTH_CREATE_ACL
+        body = {"subject": subject, "policies": [{"policyType": "Custom", "entries": entries}]}
+        return await self._auth_write(code, {"subject": subject}, body)
+
+    async def delete_acl(self, subject: str, resource: str | None = None) -> list[str]:
+        """AUTH_DELETE_ACL (3008): one resource's entry, or the whole ACL."""
+        header = {"subject": subject, **({"resource": resource} if resource else {})}
+        return await self._auth_write(RequestCode.AUTH_DELETE_ACL, header)
+
+    async def list_acls(
+        self, subject_filter: str | None = None, resource_filter: str | None = None
+    ) -> list[dict[str, Any]]:
+        """AUTH_LIST_ACL (3010): AclInfo objects."""
+        header = {
+            k: v
+            for k, v in (("subjectFilter", subject_filter), ("resourceFilter", resource_filter))
+            if v
+        }
+        return list(await self._auth_read(RequestCode.AUTH_LIST_ACL, header) or [])
+
     async def broker_runtime_stats(self, address: str) -> dict[str, str]:
         """The broker's KVTable of runtime figures (GET_BROKER_RUNTIME_INFO)."""
         response = check(await self._call(address, RequestCode.GET_BROKER_RUNTIME_INFO))

@@ -48,10 +48,12 @@ import zlib
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from tidemq.acl.auth_store import AuthStore
 from tidemq.acl.credentials import Credentials
 from tidemq.acl.gate import AclGate
 from tidemq.acl.policy_file import PolicyFile
 from tidemq.broker.assembly import BrokerCore, assemble
+from tidemq.broker.auth_admin import AuthAdmin
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.handlers import HANDLED_CODES, encode_json
 from tidemq.broker.long_polling import recheck_interval_s
@@ -69,6 +71,7 @@ from tidemq.protocol.headers import (
     UnregisterBrokerRequestHeader,
     encode_header,
 )
+from tidemq.server.access_control import open_access_control
 from tidemq.store.config import StoreConfig
 from tidemq.store.file_store import FileMessageStore
 from tidemq.store.retention_report import QueueLoss
@@ -181,6 +184,8 @@ class Broker:
         self.acl: AclGate | None = None
         """Access control on the remoting port (config.acl_file), None when off."""
         self.acl_file: PolicyFile | None = None
+        self.auth_store: AuthStore | None = None
+        """The RocketMQ 5 users and ACLs (served to admins even when access control is off)."""
         credentials = None
         if config.acl_access_key is not None and config.acl_secret_key is not None:
             credentials = Credentials(config.acl_access_key, config.acl_secret_key)
@@ -290,19 +295,12 @@ class Broker:
         log.info("broker %s started at %s", config.broker_name, self.address)
 
     def _start_acl(self) -> None:
-        """Read the ACL file (AclConfigError if unusable: no start with a policy
-        that cannot be read) and build the gate the server checks requests with."""
-        if self.config.acl_file is None:
-            return
-        policy_file = PolicyFile(
-            self.config.acl_file, self.clock, interval_s=self.config.acl_poll_interval_s
-        )
-        acl = AclGate(policy_file.policy, name=f"broker-{self.config.broker_name}")
-        policy_file.on_change = acl.use
-        self.acl, self.acl_file = acl, policy_file
-        log.info(
-            "ACL on: %s (%d account(s))", policy_file.path, len(policy_file.policy.config.accounts)
-        )
+        """Read the ACL file and the 5.x users (AclConfigError / AuthModelError if
+        unusable: no start with a policy that cannot be read) and build the gate
+        the server checks requests with (tidemq.server.access_control)."""
+        access = open_access_control(self.config, self.clock)
+        self.auth_store = access.store
+        self.acl, self.acl_file = access.gate, access.policy_file
 
     def _grpc_interceptors(self) -> list[AclInterceptor]:
         """The gRPC endpoint checks calls with the remoting port's gate: one policy, one reload."""
@@ -359,6 +357,8 @@ class Broker:
         self.core = core
         self._register_now = asyncio.Event()
         table = core.dispatch_table()
+        if self.auth_store is not None:
+            table.update(AuthAdmin(self.auth_store).handlers())
         gate.open(table)  # requests that arrived while the store opened
         assert self.server is not None
         self.server.use_handlers(table)  # later ones skip the gate

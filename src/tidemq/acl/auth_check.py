@@ -1,0 +1,109 @@
+"""Authorization of a 5.x user: the request's needs as RocketMQ 5 actions, judged by its ACL.
+
+The resources a request names are derived once, the ACL 1.0 way
+(``resources.needed_permissions`` for remoting, ``tidemq.grpc.access`` for
+gRPC): (topic, PUB/SUB) and (``%RETRY%group``, SUB). Here they become what
+RocketMQ 5's auth module asks for (apache/rocketmq 5.3.0 on, read at HEAD:
+``remoting/.../protocol/header/*RequestHeader.java`` ``@RocketMQAction``
+annotations): a send is Pub on ``Topic:T``; a pull, heartbeat or offset
+commit is Sub on ``Topic:T`` and Sub on ``Group:G``. Admin-only requests
+need an action (``ADMIN_ACTIONS``: creation Create, deletion Delete, a user
+or ACL read Get/List, any other change Update) on what they name: a topic's
+creation ``Topic:T`` (``CreateTopicRequestHeader``: action CREATE,
+``@RocketMQResource(TOPIC)`` on ``topic``), and so a topic's deletion
+``Topic:T`` and a group's ``Group:G`` (``groupName``); anything else
+``Cluster`` (tidemq does not read a group creation's body for its name). A
+Super user may do anything (``auth/.../authorization/chain/
+UserAuthorizationHandler.java`` skips the ACL for it).
+
+Refusal texts are AclAuthorizationHandler's: "User:U has no permission to
+access Topic:T from IP, no matched policies." / "..., the decision is deny."
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from tidemq.protocol.codes import RequestCode
+
+from .auth_model import Action, AuthState, Decision, Resource, User, deciding_entry
+from .denial import Denial, Reason
+from .permissions import Permission
+from .resources import group_of_retry_topic, is_retry_topic
+
+__all__ = ["ADMIN_ACTIONS", "admin_action", "admin_target", "authorize_user"]
+
+ADMIN_ACTIONS: dict[int, Action] = {
+    int(RequestCode.UPDATE_AND_CREATE_TOPIC): Action.CREATE,
+    int(RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC): Action.CREATE,
+    int(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP): Action.CREATE,
+    int(RequestCode.DELETE_TOPIC_IN_BROKER): Action.DELETE,
+    int(RequestCode.DELETE_SUBSCRIPTIONGROUP): Action.DELETE,
+    int(RequestCode.AUTH_GET_USER): Action.GET,
+    int(RequestCode.AUTH_GET_ACL): Action.GET,
+    int(RequestCode.AUTH_LIST_USER): Action.LIST,
+    int(RequestCode.AUTH_LIST_ACL): Action.LIST,
+}
+"""The action on ``Cluster`` an admin-only request needs; any other is Update."""
+
+
+def admin_action(code: int) -> Action:
+    return ADMIN_ACTIONS.get(code, Action.UPDATE)
+
+
+_NAMED_BY: dict[int, tuple[str, str]] = {
+    int(RequestCode.UPDATE_AND_CREATE_TOPIC): ("Topic", "topic"),
+    int(RequestCode.DELETE_TOPIC_IN_BROKER): ("Topic", "topic"),
+    int(RequestCode.DELETE_SUBSCRIPTIONGROUP): ("Group", "groupName"),
+}
+
+
+def admin_target(code: int, ext_fields: Mapping[str, str] | None) -> Resource:
+    """What an admin-only request acts on: its topic or group when it names one, else Cluster."""
+    kind_and_field = _NAMED_BY.get(code)
+    name = (ext_fields or {}).get(kind_and_field[1]) if kind_and_field else None
+    if kind_and_field is None or not name:
+        return Resource.cluster()
+    if kind_and_field[0] == "Topic":
+        return Resource.topic(name)
+    return Resource.group(name)
+
+
+def _wanted(resource: str, perm: Permission) -> tuple[Resource, Action]:
+    action = Action.PUB if perm == Permission.PUB else Action.SUB
+    if perm == Permission.ANY:
+        action = Action.ANY
+    if is_retry_topic(resource):
+        return Resource.group(group_of_retry_topic(resource)), action
+    return Resource.topic(resource), action
+
+
+def authorize_user(
+    state: AuthState,
+    user: User,
+    needed: Sequence[tuple[str, Permission]],
+    host: str,
+    *,
+    admin_code: int | None = None,
+    admin_resource: Resource | None = None,
+) -> Denial | None:
+    """None when `user` (authenticated, enabled) may do this from `host`, else why not.
+    `admin_code`: the request is admin-only (its code picks the action), on
+    `admin_resource` (``admin_target``; Cluster when not given)."""
+    if user.is_super:
+        return None
+    wants = [_wanted(resource, perm) for resource, perm in needed]
+    if admin_code is not None:
+        wants = [(admin_resource or Resource.cluster(), admin_action(admin_code))]
+    entries = state.entries_of(user.username)
+    for resource, action in wants:
+        entry = deciding_entry(entries, resource, action, host)
+        if entry is None or entry.decision is Decision.DENY:
+            detail = "no matched policies." if entry is None else "the decision is deny."
+            reason = Reason.NOT_ADMIN if admin_code is not None else Reason.NO_PERMISSION
+            return Denial(
+                reason,
+                f"User:{user.username} has no permission to access {resource.key} "
+                f"from {host}, {detail}",
+            )
+    return None
