@@ -41,6 +41,7 @@ from tidemq.record.property_text import (
     CQ_ENTRY,
     INDEX_ENTRY,
     index_hashes,
+    last_value,
     plain_well_formed,
 )
 
@@ -67,15 +68,6 @@ class BatchRecords(NamedTuple):
     msg_ids: str
     messages: int
     tags: dict[int, int]
-
-
-def _last_value(raw: str, key: str) -> str | None:
-    found = None
-    for item in raw.split("\x02"):
-        name, sep, value = item.partition("\x01")
-        if sep and name == key:
-            found = value
-    return found
 
 
 def encode_batch_records(
@@ -148,11 +140,11 @@ def encode_batch_records(
         )
         size = len(record)
         records.append(record)
-        tag_value = _last_value(raw, props.TAGS)
+        tag_value = last_value(raw, props.TAGS)
         tags_code = java_string_hash_uncached(tag_value) if tag_value else 0
         cq.append(CQ_ENTRY.pack(offset, size, tags_code))
         tags[tags_code] = queue_offset
-        named = {key: value for key in _INDEX_KEYS if (value := _last_value(raw, key)) is not None}
+        named = {key: value for key in _INDEX_KEYS if (value := last_value(raw, key)) is not None}
         hashes = index_hashes(topic_text, named)
         if hashes is None:
             return None

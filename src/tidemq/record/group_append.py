@@ -43,7 +43,13 @@ from tidemq.common import properties as props
 from tidemq.common.hashing import java_string_hash_uncached
 from tidemq.record.codec import MAX_PROPERTIES_LENGTH, MAX_V1_TOPIC_LENGTH, encode_record
 from tidemq.record.native import compiled
-from tidemq.record.property_text import CQ_ENTRY, INDEX_ENTRY, index_hashes, plain_well_formed
+from tidemq.record.property_text import (
+    CQ_ENTRY,
+    INDEX_ENTRY,
+    index_hashes,
+    last_value,
+    plain_well_formed,
+)
 
 __all__ = ["GroupRecords", "encode", "encode_group_records", "implementation"]
 
@@ -62,15 +68,6 @@ _INDEX_KEYS = (props.UNIQ_KEY, props.KEYS)
 
 def _int_in(value: object, bounds: tuple[int, int]) -> bool:
     return isinstance(value, int) and bounds[0] <= value <= bounds[1]
-
-
-def _last_value(raw: str, key: str) -> str | None:
-    found = None
-    for item in raw.split("\x02"):
-        name, sep, value = item.partition("\x01")
-        if sep and name == key:
-            found = value
-    return found
 
 
 def encode_group_records(
@@ -147,9 +144,9 @@ def encode_group_records(
         if tags_code is None:
             if topic in rule_topics:
                 return None
-            tag_value = _last_value(raw, props.TAGS)
+            tag_value = last_value(raw, props.TAGS)
             tags_code = java_string_hash_uncached(tag_value) if tag_value else 0
-        named = {k: value for k in _INDEX_KEYS if (value := _last_value(raw, k)) is not None}
+        named = {k: value for k in _INDEX_KEYS if (value := last_value(raw, k)) is not None}
         hashes = index_hashes(topic, named)
         if hashes is None:
             return None

@@ -39,6 +39,17 @@ def plain_well_formed(raw: str) -> bool:
     )
 
 
+def last_value(raw: str, key: str) -> str | None:
+    """The value of the last `key` in a well-formed property text (the one a
+    decoded property map keeps), as ``find_value`` in _property_text.h finds it."""
+    found = None
+    for item in raw.split("\x02"):
+        name, sep, value = item.partition("\x01")
+        if sep and name == key:
+            found = value
+    return found
+
+
 def index_hash(topic: str, key: str) -> int:
     """RocketMQ's index keyHash of `topic#key`: abs of the Java hash, 0 when
     abs overflows."""
