@@ -23,6 +23,7 @@ import enum
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 __all__ = [
     "TLS_HANDSHAKE_BYTE",
@@ -42,6 +43,9 @@ class TlsConfigError(ValueError):
     """TLS settings that cannot work (a mode without its certificate, an unreadable file)."""
 
 
+_Choice = TypeVar("_Choice", bound=enum.Enum)
+
+
 class TlsMode(enum.Enum):
     DISABLED = "disabled"
     PERMISSIVE = "permissive"
@@ -49,13 +53,7 @@ class TlsMode(enum.Enum):
 
     @classmethod
     def parse(cls, text: str | TlsMode) -> TlsMode:
-        if isinstance(text, TlsMode):
-            return text
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            names = ", ".join(mode.value for mode in cls)
-            raise TlsConfigError(f"TLS mode {text!r}: must be one of {names}") from None
+        return _choice(cls, text, "TLS mode")
 
 
 class ClientAuth(enum.Enum):
@@ -65,13 +63,19 @@ class ClientAuth(enum.Enum):
 
     @classmethod
     def parse(cls, text: str | ClientAuth) -> ClientAuth:
-        if isinstance(text, ClientAuth):
-            return text
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            names = ", ".join(auth.value for auth in cls)
-            raise TlsConfigError(f"client verification {text!r}: must be one of {names}") from None
+        return _choice(cls, text, "client verification")
+
+
+def _choice(kind: type[_Choice], text: str | _Choice, what: str) -> _Choice:
+    """`text` as one of `kind`'s values (any case, spaces around ignored), or a
+    TlsConfigError naming `what` and the values allowed."""
+    if isinstance(text, kind):
+        return text
+    try:
+        return kind(str(text).strip().lower())
+    except ValueError:
+        names = ", ".join(str(choice.value) for choice in kind)
+        raise TlsConfigError(f"{what} {text!r}: must be one of {names}") from None
 
 
 @dataclass(frozen=True)
