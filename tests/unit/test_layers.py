@@ -11,7 +11,7 @@ dependency all the same.
     3      store, transport, acl (who may do what: signatures, policies)
     4      timer, namesrv, client
     5      broker
-    6      grpc
+    6      grpc, web         (web: /metrics, the JSON API and the dashboard over HTTP)
     7      server            (the composition root: broker + gRPC in one process)
     8      spark, cli
     9      testing           (shipped test helpers: they drive spark jobs too)
@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
     "client": 4,
     "broker": 5,
     "grpc": 6,
+    "web": 6,
     "server": 7,
     "spark": 8,
     "cli": 8,

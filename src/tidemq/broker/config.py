@@ -66,6 +66,8 @@ class BrokerConfig:
     """Check-backs before a half message is discarded (transactionCheckMax)."""
     grpc_port: int | None = None
     """The apache.rocketmq.v2 gRPC endpoint's port; None: no endpoint, 0: any free port."""
+    http_port: int | None = None
+    """The HTTP endpoint (/metrics, the JSON API, the dashboard); None: none, 0: any free port."""
     grpc_tls_cert: str | None = None
     """PEM certificate for the gRPC endpoint; with `grpc_tls_key`, it speaks TLS only."""
     grpc_tls_key: str | None = None
@@ -283,6 +285,7 @@ _NOT_SETTABLE = frozenset(
         "listen_host",
         "listen_port",
         "grpc_port",
+        "http_port",
         "grpc_tls_cert",
         "grpc_tls_key",
         "tls_mode",

@@ -273,6 +273,13 @@ def _check_acl_file(path: Path) -> None:
     help="The RocketMQ 5 gRPC endpoint (official 5.x clients); 0 picks a free port.",
 )
 @click.option("--no-grpc", is_flag=True, help="Do not serve the gRPC endpoint.")
+@click.option(
+    "--http-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve /metrics (Prometheus), the JSON API and the dashboard on this port "
+    "(0 picks a free port); default: no HTTP endpoint.",
+)
 @tls_options
 @click.option(
     "--flush",
@@ -332,6 +339,7 @@ def serve(
     broker_port: int,
     grpc_port: int,
     no_grpc: bool,
+    http_port: int | None,
     tls_mode: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
@@ -360,6 +368,7 @@ def serve(
     except ValueError as exc:
         _abort(f"--set: {exc}")
     overrides["grpc_port"] = None if no_grpc else grpc_port
+    overrides["http_port"] = http_port
     overrides.update(_tls_settings(tls_mode, tls_cert, tls_key, tls_ca, tls_verify_client))
     if acl_file is not None:
         _check_acl_file(acl_file)
@@ -441,13 +450,29 @@ async def _serve(
             await _start("broker", f"{host}:{broker_port}", broker.start)
             try:
                 _banner(namesrv_address, broker.address, config, broker.grpc_address)
-                grpc_field = {"grpc": broker.grpc_address} if broker.grpc_address else {}
-                _ready(namesrv=namesrv_address, broker=broker.address, **grpc_field)
+                _banner_http(broker.http_address)
+                _ready(namesrv=namesrv_address, broker=broker.address, **_optional(broker))
                 await stop.wait()
             finally:
                 await broker.stop()
         finally:
             await namesrv.stop()
+
+
+def _optional(broker: Any) -> dict[str, str]:
+    """The ready line's fields for the endpoints that are on (gRPC, HTTP)."""
+    fields = {"grpc": broker.grpc_address, "http": broker.http_address}
+    return {name: address for name, address in fields.items() if address}
+
+
+def _banner_http(address: str | None) -> None:
+    if address is not None:
+        console.print(
+            f"Dashboard      [bold]http://{address}/[/]\n"
+            f"Metrics        curl http://{address}/metrics\n",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -> None:
@@ -575,10 +600,18 @@ async def _namesrv(host: str, port: int, acl_file: Path | None, tls: ServerTls) 
     help="Serve the RocketMQ 5 gRPC endpoint on this port (0: a free one); "
     "default: the config's grpc_port, else none.",
 )
+@click.option(
+    "--http-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve /metrics, the JSON API and the dashboard on this port (0: a free one); "
+    "default: the config's http_port, else none.",
+)
 @tls_options
 def broker(
     config_path: Path,
     grpc_port: int | None,
+    http_port: int | None,
     tls_mode: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
@@ -592,6 +625,8 @@ def broker(
         config = BrokerConfig.from_file(config_path)
         if grpc_port is not None:
             config = dataclasses.replace(config, grpc_port=grpc_port)
+        if http_port is not None:
+            config = dataclasses.replace(config, http_port=http_port)
         if tls_mode is not None or tls_cert is not None:
             settings = _tls_settings(tls_mode, tls_cert, tls_key, tls_ca, tls_verify_client)
             config = dataclasses.replace(config, **settings)
@@ -613,12 +648,11 @@ async def _broker(config: BrokerConfig) -> None:
         server = Broker(config)
         await _start("broker", f"{config.listen_host}:{config.listen_port}", server.start)
         try:
-            grpc_field = {"grpc": server.grpc_address} if server.grpc_address else {}
             _ready(
                 broker=server.address,
                 name=config.broker_name,
                 cluster=config.cluster_name,
-                **grpc_field,
+                **_optional(server),
             )
             await stop.wait()
         finally:

@@ -48,6 +48,8 @@ import zlib
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from tidemq.acl.auth_store import AuthStore
 from tidemq.acl.credentials import Credentials
 from tidemq.acl.gate import AclGate
@@ -77,6 +79,8 @@ from tidemq.store.file_store import FileMessageStore
 from tidemq.store.retention_report import QueueLoss
 from tidemq.transport import Connection, Handler, RemotingClient, RemotingServer, not_supported
 from tidemq.transport.errors import RemotingError
+from tidemq.web.app import build_app
+from tidemq.web.endpoint import HttpEndpoint
 
 __all__ = ["Broker"]
 
@@ -181,6 +185,9 @@ class Broker:
         self.core: BrokerCore | None = None
         """The broker's parts (state, features, processors), once the store is open."""
         self.grpc: GrpcEndpoint | None = None
+        self.http: HttpEndpoint | None = None
+        self.metrics_registry = CollectorRegistry(auto_describe=True)
+        """What /metrics exposes; the composition root adds the name server's collector."""
         self.acl: AclGate | None = None
         """Access control on the remoting port (config.acl_file), None when off."""
         self.acl_file: PolicyFile | None = None
@@ -223,6 +230,13 @@ class Broker:
         if self.grpc is None:
             return None
         return f"{self.config.advertised_host}:{self.grpc.port}"
+
+    @property
+    def http_address(self) -> str | None:
+        """ "host:port" of the HTTP endpoint (/metrics, dashboard), None when it is off."""
+        if self.http is None:
+            return None
+        return f"{self.config.advertised_host}:{self.http.port}"
 
     @property
     def address(self) -> str:
@@ -275,6 +289,16 @@ class Broker:
             )
             try:
                 await self.grpc.start()
+            except BaseException:
+                self._stopped = False
+                await self.stop(0.5)
+                raise
+        if config.http_port is not None and self.core is not None:
+            self.http = HttpEndpoint(
+                build_app(self.core, self.metrics_registry), config.listen_host, config.http_port
+            )
+            try:
+                await self.http.start()
             except BaseException:
                 self._stopped = False
                 await self.stop(0.5)
@@ -380,6 +404,8 @@ class Broker:
         service = core.service if core is not None else None
         if service is not None:
             service.long_polling.wake_all()
+        if self.http is not None:
+            await self.http.stop()
         if self.grpc is not None:
             await self.grpc.stop(min(grace, 2.0))
         if self.server is not None:

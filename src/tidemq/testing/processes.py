@@ -106,6 +106,11 @@ class ServerProcess:
         """The gRPC endpoint ("host:port") of a `serve` process."""
         return self.ready["grpc"]
 
+    @property
+    def http(self) -> str:
+        """The HTTP endpoint ("host:port": /metrics, /api, the dashboard), with --http-port."""
+        return self.ready["http"]
+
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Send `sig` and wait for the exit code."""
         self.popen.send_signal(sig)
