@@ -3,7 +3,8 @@
 The broker takes its TLS keys from its JSON config (BrokerConfig) and dials
 a name server that enforces TLS; the CLI speaks TLS with --tls-ca or the
 TIDEMQ_TLS_* environment variables and fails in one line without it. A mode
-that needs a certificate without one stops the server before it listens.
+that needs a certificate without one stops the server before it listens. A
+broker's gRPC port takes its own mode (--grpc-tls-mode).
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc
 from tls_support import Certs, broker_config_file, serve_args
 
 from tidemq.testing.processes import server_env, started
@@ -111,11 +116,11 @@ def test_the_cli_over_tls_with_flags_and_environment(tmp_path: Path, certs: Cert
     [
         (["namesrv", "--port", "0", "--tls-mode", "enforcing"], "needs a certificate"),
         (["serve", "--no-grpc", "--tls-mode", "permissive"], "needs a certificate"),
-        (["serve", "--tls-mode", "permissive", "CERTS"], "cannot be in TLS permissive mode"),
         (
-            ["serve", "--tls-verify-client", "optional", "--tls-mode", "enforcing", "CERTS"],
-            "cannot verify client certificates optionally",
+            ["serve", "--grpc-tls-mode", "permissive"],
+            "the gRPC endpoint's TLS mode permissive needs a certificate and its key",
         ),
+        (["serve", "--grpc-tls-mode", "sometimes", "CERTS"], "'sometimes' is not one of"),
     ],
 )
 def test_a_tls_setting_that_cannot_work_stops_before_listening(
@@ -133,3 +138,34 @@ def test_a_tls_setting_that_cannot_work_stops_before_listening(
     assert "tidemq ready" not in result.stdout
     assert expected in result.stderr
     assert len([line for line in result.stderr.splitlines() if "Error" in line]) == 1
+
+
+def test_a_cluster_broker_serves_grpc_permissive_with_grpc_tls_mode(
+    tmp_path: Path, certs: Certs
+) -> None:
+    """`tidemq broker --grpc-tls-mode permissive`: its gRPC port serves plain and
+    TLS clients; the same mode without a certificate stops it in one line."""
+    with started(["namesrv", "--port", "0"], tmp_path, "namesrv") as (_, ready):
+        config = broker_config_file(
+            tmp_path,
+            ready["namesrv"],
+            tls_cert=str(certs.server.cert),
+            tls_key=str(certs.server.key),
+        )
+        args = ["broker", "--config", str(config), "--grpc-port", "0"]
+        with started([*args, "--grpc-tls-mode", "permissive"], tmp_path, "broker") as (_, b):
+            tls = grpc.ssl_channel_credentials(certs.ca.cert.read_bytes())
+            for channel in (
+                grpc.insecure_channel(b["grpc"]),
+                grpc.secure_channel(b["grpc"], tls),
+            ):
+                with channel:
+                    stub = service_pb2_grpc.MessagingServiceStub(channel)
+                    request = spb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic"))
+                    answer = stub.QueryRoute(request, timeout=CLI_DEADLINE_S)
+                    assert answer.status.code == pb.Code.TOPIC_NOT_FOUND
+        bare = broker_config_file(tmp_path, ready["namesrv"], grpc_tls_mode="permissive")
+        result = cli(tmp_path, "broker", "--config", str(bare), "--grpc-port", "0")
+        assert result.returncode == 1
+        assert "gRPC endpoint's TLS mode permissive needs a certificate" in result.stderr
+        assert "tidemq ready" not in result.stdout

@@ -1,7 +1,9 @@
 """docs/tls.md and the README's "TLS" section, run as written: `tidemq cert`
 makes the certificate, `tidemq serve` runs with the guide's TLS options, and
 the CLI lines and Python examples run in order against it (the name server
-address substituted, `certs/` relative to the directory they run in)."""
+address substituted, `certs/` relative to the directory they run in). Each
+`tidemq serve` line of the guide's gRPC section runs too, and its gRPC port
+serves plain and TLS clients, as the section says."""
 
 from __future__ import annotations
 
@@ -11,8 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
 from doc_examples import BLOCK, DEFAULT_NAMESRV, DOCS, blocks, run_python
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc
 
 from tidemq.testing.processes import server_env, started
 
@@ -98,3 +104,31 @@ def test_the_readme_section_runs_against_serve_with_tls(tmp_path: Path) -> None:
     assert commands(section) and python
     outputs = _run(tmp_path, section, python)
     assert [o.strip() for o in outputs] == ["SEND_OK"]
+
+
+def grpc_section() -> str:
+    match = re.search(r"^## The gRPC endpoint\n(.*?)^## ", GUIDE.read_text(), re.S | re.M)
+    assert match, "the guide has no gRPC section"
+    return match.group(1)
+
+
+def test_the_grpc_section_serves_plain_and_tls_on_one_port(tmp_path: Path) -> None:
+    _cli(tmp_path, ["tidemq", "cert", "--out", "certs"], None)
+    serves = [c for c in commands(grpc_section()) if c[1] == "serve"]
+    assert len(serves) == 2
+    trusted = grpc.ssl_channel_credentials((tmp_path / "certs" / "server.crt").read_bytes())
+    for i, command in enumerate(serves):
+        options = [str(tmp_path / o) if o.startswith("certs/") else o for o in command[2:]]
+        args = ["serve", *options, "--data-dir", str(tmp_path / f"data{i}"),
+                "--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0"]  # fmt: skip
+        with started(args, tmp_path, f"serve{i}") as (server, ready):
+            for channel in (
+                grpc.insecure_channel(ready["grpc"]),
+                grpc.secure_channel(ready["grpc"], trusted),
+            ):
+                with channel:
+                    stub = service_pb2_grpc.MessagingServiceStub(channel)
+                    request = spb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic"))
+                    answer = stub.QueryRoute(request, timeout=CLI_DEADLINE_S)
+                    assert answer.status.code == pb.Code.TOPIC_NOT_FOUND, shlex.join(command)
+            assert server.stop() == 0

@@ -69,11 +69,16 @@ class BrokerConfig:
     http_port: int | None = None
     """The HTTP endpoint (/metrics, the JSON API, the dashboard); None: none, 0: any free port."""
     grpc_tls_cert: str | None = None
-    """PEM certificate for the gRPC endpoint; with `grpc_tls_key`, it speaks TLS only."""
+    """PEM certificate for the gRPC endpoint (instead of `tls_cert`); with
+    `grpc_tls_key` and no `grpc_tls_mode`, it speaks TLS only."""
     grpc_tls_key: str | None = None
     grpc_tls_mode: str | None = None
-    """The gRPC endpoint's own TLS mode (disabled or enforcing); None: as the
-    remoting port where gRPC can (broker/tls_settings.py)."""
+    """The gRPC endpoint's own TLS mode: disabled, permissive or enforcing;
+    None: the remoting port's when `tls_mode` is set, else enforcing with a
+    certificate (broker/tls_settings.py)."""
+    grpc_max_connections: int = 10_000
+    """Connections the gRPC endpoint's TLS front relays at once (permissive
+    mode, optional client certificates: tidemq.grpc.tls_front)."""
     tls_mode: str | None = None
     """The remoting port's TLS: disabled, permissive or enforcing
     (RocketMQ's tls.server.mode); None: permissive with a certificate, else
@@ -176,6 +181,8 @@ class BrokerConfig:
             raise ValueError("frame_buffer_budget_bytes and frame_timeout_s must be > 0")
         if (self.acl_access_key is None) != (self.acl_secret_key is None):
             raise ValueError("acl_access_key and acl_secret_key go together")
+        if self.grpc_max_connections < 1:
+            raise ValueError(f"grpc_max_connections={self.grpc_max_connections}: must be >= 1")
         if self.acl_poll_interval_s <= 0:
             raise ValueError(f"acl_poll_interval_s={self.acl_poll_interval_s}: must be > 0")
         if self.acl_grpc_clock_skew_s < 0:
@@ -197,7 +204,7 @@ class BrokerConfig:
         )
 
     @property
-    def grpc_tls(self) -> tls_settings.GrpcTls:
+    def grpc_tls(self) -> ServerTls:
         """The gRPC endpoint's TLS (tls_settings.py)."""
         return tls_settings.grpc_tls(
             self.remoting_tls,

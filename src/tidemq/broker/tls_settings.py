@@ -5,31 +5,21 @@ unset, the mode is RocketMQ's default, permissive, when a certificate is
 given (apache/rocketmq rocketmq-all-5.2.0, TlsSystemConfig.java
 ``tls.server.mode``), and disabled without one.
 
-The gRPC endpoint follows, where grpc-python can: it serves a port either
-plaintext or TLS (``add_insecure_port`` / ``add_secure_port``), never both,
-so an explicit ``permissive`` is refused for it (``grpc_tls_mode`` may
-choose its own mode), and it can require a client certificate or not ask
-for one, but not ask for one optionally. With the mode left unset and a
-certificate given, gRPC is TLS only, as the endpoint's TLS option always was.
+The gRPC endpoint follows, with the same three modes (the RocketMQ proxy's
+gRPC port reads tls.server.mode too: proxy/.../grpc/ProxyAndTlsProtocolNegotiator.java)
+and the same client verification; ``grpc_tls_mode`` gives it a mode of its
+own. With the mode left unset and a certificate given, gRPC is TLS only
+(enforcing), as the endpoint's TLS option always was, while the remoting
+port is permissive. How each mode is served is the endpoint's business
+(tidemq.grpc.server: grpc's own TLS, or a TLS front for permissive and
+optional client certificates).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tidemq.transport.tls import ClientAuth, ServerTls, TlsConfig, TlsConfigError, TlsMode
 
-__all__ = ["GrpcTls", "grpc_tls", "namesrv_client_tls", "remoting_tls"]
-
-
-@dataclass(frozen=True)
-class GrpcTls:
-    """The gRPC endpoint's TLS: cert/key (None: plaintext), a CA, required client certs."""
-
-    cert: str | None = None
-    key: str | None = None
-    ca: str | None = None
-    require_client_auth: bool = False
+__all__ = ["grpc_tls", "namesrv_client_tls", "remoting_tls"]
 
 
 def remoting_tls(
@@ -50,8 +40,12 @@ def grpc_tls(
     grpc_mode: str | None,
     grpc_cert: str | None,
     grpc_key: str | None,
-) -> GrpcTls:
-    """The gRPC endpoint's TLS; TlsConfigError for what grpc-python cannot do."""
+) -> ServerTls:
+    """The gRPC endpoint's TLS; TlsConfigError, naming the gRPC endpoint, when it cannot work.
+
+    `mode_given`: the remoting port's mode was set explicitly (gRPC then follows it)."""
+    if (grpc_cert is None) != (grpc_key is None):
+        raise TlsConfigError("grpc_tls_cert and grpc_tls_key go together")
     cert = grpc_cert or remoting.cert
     key = grpc_key or remoting.key
     if grpc_mode:
@@ -61,22 +55,17 @@ def grpc_tls(
     else:
         mode = remoting.mode
     if mode is TlsMode.DISABLED:
-        return GrpcTls()
-    if mode is TlsMode.PERMISSIVE:
-        raise TlsConfigError(
-            "the gRPC endpoint cannot be in TLS permissive mode: grpc-python serves a port "
-            "either plaintext or TLS, not both (turn gRPC off with --no-grpc / grpc_port null, "
-            "or give it its own mode with grpc_tls_mode=enforcing or disabled)"
-        )
+        return ServerTls()
     if cert is None or key is None:
-        raise TlsConfigError("the gRPC endpoint's TLS needs a certificate and its key")
-    verify = remoting.verify_client
-    if verify is ClientAuth.OPTIONAL:
         raise TlsConfigError(
-            "the gRPC endpoint cannot verify client certificates optionally (grpc-python "
-            "requires one or asks for none): use require or none, or turn gRPC off"
+            f"the gRPC endpoint's TLS mode {mode.value} needs a certificate and its key "
+            "(--tls-cert and --tls-key, or grpc_tls_cert and grpc_tls_key; `tidemq cert` "
+            "makes a development pair)"
         )
-    return GrpcTls(cert, key, remoting.ca, verify is ClientAuth.REQUIRE)
+    try:
+        return ServerTls(mode, cert, key, remoting.ca, remoting.verify_client)
+    except TlsConfigError as exc:
+        raise TlsConfigError(f"the gRPC endpoint: {exc}") from exc
 
 
 def namesrv_client_tls(

@@ -157,8 +157,7 @@ def tls_options(command: F) -> F:
             type=click.Choice([mode.value for mode in TlsMode]),
             default=None,
             help="disabled: plain only; permissive: plain and TLS on the same port; "
-            "enforcing: TLS only. Default: permissive with --tls-cert, else disabled "
-            "(gRPC: TLS only with a certificate; it cannot be permissive).",
+            "enforcing: TLS only. Default: permissive with --tls-cert, else disabled.",
         ),
         click.option(
             "--tls-cert",
@@ -186,8 +185,23 @@ def tls_options(command: F) -> F:
     return command
 
 
+grpc_tls_mode_option = click.option(
+    "--grpc-tls-mode",
+    type=click.Choice([mode.value for mode in TlsMode]),
+    default=None,
+    help="The gRPC endpoint's own TLS mode (the same values, certificate and client "
+    "verification). Default: --tls-mode when given, else enforcing with --tls-cert "
+    "and disabled without.",
+)
+
+
 def _tls_settings(
-    mode: str | None, cert: Path | None, key: Path | None, ca: Path | None, verify: str
+    mode: str | None,
+    cert: Path | None,
+    key: Path | None,
+    ca: Path | None,
+    verify: str,
+    grpc_mode: str | None = None,
 ) -> dict[str, Any]:
     """The BrokerConfig fields of the TLS options; a setting that cannot work is
     one line and exit 1, before anything listens."""
@@ -200,6 +214,8 @@ def _tls_settings(
         "tls_ca": str(ca) if ca else None,
         "tls_verify_client": verify,
     }
+    if grpc_mode is not None:
+        settings["grpc_tls_mode"] = grpc_mode
     try:
         remoting_tls(
             mode, settings["tls_cert"], settings["tls_key"], settings["tls_ca"], verify
@@ -281,6 +297,7 @@ def _check_acl_file(path: Path) -> None:
     "(0 picks a free port); default: no HTTP endpoint.",
 )
 @tls_options
+@grpc_tls_mode_option
 @click.option(
     "--flush",
     type=click.Choice(["async", "sync"]),
@@ -345,6 +362,7 @@ def serve(
     tls_key: Path | None,
     tls_ca: Path | None,
     tls_verify_client: str,
+    grpc_tls_mode: str | None,
     flush: str,
     host: str,
     acl_file: Path | None,
@@ -369,7 +387,9 @@ def serve(
         _abort(f"--set: {exc}")
     overrides["grpc_port"] = None if no_grpc else grpc_port
     overrides["http_port"] = http_port
-    overrides.update(_tls_settings(tls_mode, tls_cert, tls_key, tls_ca, tls_verify_client))
+    overrides.update(
+        _tls_settings(tls_mode, tls_cert, tls_key, tls_ca, tls_verify_client, grpc_tls_mode)
+    )
     if acl_file is not None:
         _check_acl_file(acl_file)
         overrides.update(acl_file=str(acl_file))
@@ -380,7 +400,9 @@ def serve(
         except ValueError as exc:
             _abort(f"--auth-init-user: {exc}")
     try:
-        dataclasses.replace(BrokerConfig(data_dir=root), **overrides)  # gRPC's TLS limits
+        checked = dataclasses.replace(BrokerConfig(data_dir=root), **overrides)
+        if checked.grpc_port is not None:
+            checked.grpc_tls.context()  # gRPC's certificate files load, before anything listens
     except ValueError as exc:
         _abort(str(exc))
     _run(
@@ -479,7 +501,13 @@ def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -
     flag = "" if namesrv == "127.0.0.1:9876" else f" --namesrv {namesrv}"
     if config.remoting_tls.mode is TlsMode.ENFORCING:
         flag += f" --tls-ca {config.tls_cert}"
-    tls = " (TLS)" if grpc and config.grpc_tls.cert else ""
+    grpc_tls = config.grpc_tls
+    tls = (
+        f"  TLS:    {_grpc_tls_text(grpc_tls)}; tls_enable=True (Python) / sslEnabled: true "
+        f"(Node), trusting the certificate: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={grpc_tls.cert}\n"
+        if grpc and grpc_tls.enabled
+        else ""
+    )
     remoting_mode = config.remoting_tls.mode
     tls_line = (
         f"  TLS          {remoting_mode.value} on the name server and broker ports; "
@@ -502,8 +530,8 @@ def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -
     node_keys = ", sessionCredentials: { accessKey, accessSecret }" if config.access_control else ""
     grpc_lines = (
         "RocketMQ 5 clients (official Python/Node, gRPC) connect to the endpoint:\n"
-        f'  Python: ClientConfiguration("{grpc}", Credentials({python_keys})){tls}\n'
-        f"  Node:   endpoints: '{grpc}'{node_keys}\n\n"
+        f'  Python: ClientConfiguration("{grpc}", Credentials({python_keys}))\n'
+        f"  Node:   endpoints: '{grpc}'{node_keys}\n{tls}\n"
         if grpc
         else ""
     )
@@ -527,6 +555,17 @@ def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _grpc_tls_text(tls: ServerTls) -> str:
+    """The gRPC port's TLS in a few words, for the banner."""
+    text = {
+        TlsMode.ENFORCING: "enforcing (TLS only)",
+        TlsMode.PERMISSIVE: "permissive (TLS and plain on the port)",
+    }.get(tls.mode, tls.mode.value)
+    if tls.verify_client is not ClientAuth.NONE:
+        text += f", client certificates {tls.verify_client.value}"
+    return text
 
 
 # -- tidemq namesrv -----------------------------------------------------------------------
@@ -608,6 +647,7 @@ async def _namesrv(host: str, port: int, acl_file: Path | None, tls: ServerTls) 
     "default: the config's http_port, else none.",
 )
 @tls_options
+@grpc_tls_mode_option
 def broker(
     config_path: Path,
     grpc_port: int | None,
@@ -617,10 +657,12 @@ def broker(
     tls_key: Path | None,
     tls_ca: Path | None,
     tls_verify_client: str,
+    grpc_tls_mode: str | None,
 ) -> None:
     """Run one broker registering with the name servers of its config (cluster mode).
 
-    The --tls-* options, when given, replace the config's tls_* keys."""
+    The --tls-* options, when given, replace the config's tls_* keys
+    (--grpc-tls-mode its grpc_tls_mode)."""
     try:
         config = BrokerConfig.from_file(config_path)
         if grpc_port is not None:
@@ -630,7 +672,11 @@ def broker(
         if tls_mode is not None or tls_cert is not None:
             settings = _tls_settings(tls_mode, tls_cert, tls_key, tls_ca, tls_verify_client)
             config = dataclasses.replace(config, **settings)
+        if grpc_tls_mode is not None:
+            config = dataclasses.replace(config, grpc_tls_mode=grpc_tls_mode)
         config.remoting_tls.context()  # the files load, before anything listens
+        if config.grpc_port is not None:
+            config.grpc_tls.context()
     except OSError as exc:
         _abort(f"cannot read {config_path}: {exc.strerror or exc}")
     except json.JSONDecodeError as exc:

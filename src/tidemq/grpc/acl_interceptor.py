@@ -22,6 +22,11 @@ wrong key from a missing grant. ACL 1.0 in rocketmq-all-5.2.0 ended the
 call with a bare gRPC PERMISSION_DENIED (``proxy/.../grpc/interceptor/
 AuthenticationInterceptor.java``), which the clients report without a reason.
 
+The caller's address (``whiteRemoteAddress``, ``globalWhiteRemoteAddresses``,
+source IPs of the 5.x ACLs) is grpc's peer read through ``real_peer``: behind
+the TLS front (tls_front.py) grpc sees the front, and the front records the
+client (relayed_peers.py).
+
 Telemetry: a refused call gets one TelemetryCommand with the status and
 ends; a refused command (a Settings naming a topic the caller may not use)
 is not passed on, and the stream ends with its status.
@@ -86,12 +91,20 @@ def _metadata(context: Any) -> dict[str, str]:
 class AclInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Wraps every MessagingService handler with the gate's checks."""
 
-    def __init__(self, gate: AclGate, clock: Clock, max_skew_s: float = DEFAULT_MAX_SKEW_S):
+    def __init__(
+        self,
+        gate: AclGate,
+        clock: Clock,
+        max_skew_s: float = DEFAULT_MAX_SKEW_S,
+        real_peer: Callable[[str], str] | None = None,
+    ):
+        """`real_peer`: grpc's peer string -> the client's (RelayedPeers.real); default as is."""
         if max_skew_s < 0:
             raise ValueError("the clock skew window must not be negative")
         self.gate = gate
         self.clock = clock
         self.max_skew_ms = int(max_skew_s * 1000)
+        self.real_peer = real_peer
 
     async def intercept_service(
         self,
@@ -126,10 +139,14 @@ class AclInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return self.gate.grpc_authenticate(
             rpc,
             _metadata(context),
-            peer_host(context.peer()),
+            peer_host(self._peer(context)),
             self.clock.now_ms(),
             self.max_skew_ms,
         )
+
+    def _peer(self, context: Any) -> str:
+        peer = str(context.peer())
+        return self.real_peer(peer) if self.real_peer is not None else peer
 
     def _authorize(self, rpc: str, caller: GrpcCaller, request: Any) -> Denial | None:
         return self.gate.grpc_authorize(rpc, caller, lambda: needed_permissions(rpc, request))

@@ -166,7 +166,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         pop: PopProcessor,
         transaction: TransactionProcessor,
         client: ClientProcessor,
+        real_peer: Callable[[str], str] | None = None,
     ) -> None:
+        """`real_peer`: grpc's peer string -> the client's, behind the TLS front
+        (RelayedPeers.real); default as is."""
         self.config = config
         self.clock = clock
         self.topics = topics
@@ -176,11 +179,14 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         self.pop = pop
         self.transaction = transaction
         self.client = client
+        self.real_peer = real_peer
         self._sessions: dict[str, list[TelemetrySession]] = {}
         self._round_robin = itertools.count()
 
     @classmethod
-    def of(cls, core: BrokerCore) -> MessagingServicer:
+    def of(
+        cls, core: BrokerCore, real_peer: Callable[[str], str] | None = None
+    ) -> MessagingServicer:
         """The servicer over an assembled broker's processors."""
         service = core.service
         return cls(
@@ -193,7 +199,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             pop=core.pop,
             transaction=core.transaction,
             client=core.client,
+            real_peer=real_peer,
         )
+
+    def _peer(self, context: Any) -> str:
+        """The client's peer string (grpc's, or the real one behind the TLS front)."""
+        peer = str(context.peer())
+        return self.real_peer(peer) if self.real_peer is not None else peer
 
     def close_sessions(self) -> None:
         """End every Telemetry stream (the server is stopping)."""
@@ -291,7 +303,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def Telemetry(
         self, request_iterator: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[Any]:
-        session = TelemetrySession(_client_id(context), context.peer())
+        session = TelemetrySession(_client_id(context), self._peer(context))
         self._sessions.setdefault(session.client_id, []).append(session)
         reader = asyncio.ensure_future(self._read_telemetry(session, request_iterator))
         try:
@@ -562,7 +574,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 expression=expression.expression or "*",
                 expression_type=kind,
                 attempt_id=request.attempt_id or None,
-                client_host=context.peer(),
+                client_host=self._peer(context),
             )
         )
         delivered = []

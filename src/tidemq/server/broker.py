@@ -64,6 +64,7 @@ from tidemq.broker.sql_filter import sql92_message_filter
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MAX_MESSAGE_SIZE
 from tidemq.grpc.acl_interceptor import AclInterceptor
+from tidemq.grpc.relayed_peers import RelayedPeers
 from tidemq.grpc.server import GrpcEndpoint
 from tidemq.grpc.servicer import MessagingServicer
 from tidemq.protocol.codes import RequestCode, ResponseCode
@@ -275,17 +276,17 @@ class Broker:
                 await asyncio.to_thread(self.store.close)
             raise
         if config.grpc_port is not None and self.core is not None:
-            grpc_tls = config.grpc_tls
+            peers = RelayedPeers()  # the real clients behind the TLS front, if there is one
             self.grpc = GrpcEndpoint(
-                MessagingServicer.of(self.core),
+                MessagingServicer.of(self.core, peers.real),
                 config.listen_host,
                 config.grpc_port,
-                tls_cert=grpc_tls.cert,
-                tls_key=grpc_tls.key,
-                tls_ca=grpc_tls.ca,
-                require_client_auth=grpc_tls.require_client_auth,
+                tls=config.grpc_tls,
+                peers=peers,
                 max_idle_s=config.connection_max_idle_s,
-                interceptors=self._grpc_interceptors(),
+                max_connections=config.grpc_max_connections,
+                handshake_timeout_s=config.frame_timeout_s,
+                interceptors=self._grpc_interceptors(peers),
             )
             try:
                 await self.grpc.start()
@@ -326,11 +327,12 @@ class Broker:
         self.auth_store = access.store
         self.acl, self.acl_file = access.gate, access.policy_file
 
-    def _grpc_interceptors(self) -> list[AclInterceptor]:
+    def _grpc_interceptors(self, peers: RelayedPeers) -> list[AclInterceptor]:
         """The gRPC endpoint checks calls with the remoting port's gate: one policy, one reload."""
         if self.acl is None:
             return []
-        return [AclInterceptor(self.acl, self.clock, self.config.acl_grpc_clock_skew_s)]
+        skew = self.config.acl_grpc_clock_skew_s
+        return [AclInterceptor(self.acl, self.clock, skew, real_peer=peers.real)]
 
     def _acl_check(
         self, request: RemotingCommand, connection: Connection

@@ -193,6 +193,39 @@ async def test_other_services_are_not_wrapped() -> None:
     assert await interceptor.intercept_service(unknown, Details(SERVICE + "SendMessage")) is None
 
 
+async def test_address_rules_see_the_client_behind_the_tls_front() -> None:
+    """Behind the front grpc's peer is a Unix socket; the interceptor reads the
+    client's address through `real_peer`, and an unknown relayed peer matches no rule."""
+    policy = AclPolicy(
+        parse_plain_acl(
+            "globalWhiteRemoteAddresses: [10.0.0.*]\n"
+            "accounts:\n"
+            "  - accessKey: appKey0001\n"
+            "    secretKey: appSecret0001\n"
+            "    whiteRemoteAddress: 192.168.0.*\n"
+            "    topicPerms: [Orders=PUB]\n"
+        )
+    )
+    relayed = {"unix:/tmp/tidemq-grpc-x/c1": "ipv4:10.0.0.7:5000"}
+    interceptor = AclInterceptor(
+        AclGate(policy), CLOCK, real_peer=lambda peer: relayed.get(peer, peer)
+    )
+    handlers = Handlers()
+    inner = grpc.unary_unary_rpc_method_handler(handlers.unary)
+
+    async def continuation(details: Any) -> Any:
+        return inner
+
+    handler = await interceptor.intercept_service(continuation, Details(SERVICE + "SendMessage"))
+    unsigned = Context([], "unix:/tmp/tidemq-grpc-x/c1")
+    allowed = await handler.unary_unary(send_request("Orders"), unsigned)
+    assert allowed.status.code == Code.OK  # 10.0.0.7 is globally white-listed
+    stale = Context([], "unix:/tmp/tidemq-grpc-x/c9")
+    refused = await handler.unary_unary(send_request("Orders"), stale)
+    assert refused.status.code == Code.UNAUTHORIZED
+    assert len(handlers.seen) == 1
+
+
 def test_peer_hosts() -> None:
     assert peer_host("ipv4:10.0.0.1:5000") == "10.0.0.1"
     assert peer_host("ipv6:%5B::1%5D:5000") == "::1"
