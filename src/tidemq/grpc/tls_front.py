@@ -75,9 +75,9 @@ def front_context(tls: ServerTls) -> ssl.SSLContext:
 
 
 class TlsFront:
-    """`await start()` listens on host:port (0: any free port) for `upstream`'s
-    clients; `port`; `await stop()`. `upstream_path` is where the grpc server
-    listens: ``private_socket_path()`` gives one in a fresh private directory."""
+    """`await start()` listens on host:port (0: any free port) for the clients of
+    the grpc server at `upstream_path` (``private_socket_path()`` makes one in a
+    fresh private directory); `port`; `await stop()`."""
 
     def __init__(
         self,
@@ -116,12 +116,15 @@ class TlsFront:
         self._names = itertools.count(1)
         self._stopping = False
         self.port = 0
-        self.connections = 0
-        """Connections relayed or being set up now."""
         self.refused = 0
         """Connections closed before they were relayed (over the bound, plain
         in enforcing, failed or silent handshakes, grpc unreachable)."""
         self._unreported = 0
+
+    @property
+    def connections(self) -> int:
+        """Connections relayed or being set up now."""
+        return len(self._relays)
 
     async def start(self) -> None:
         sockets = await listening_sockets(self._host, self._requested_port, _BACKLOG)
@@ -162,7 +165,6 @@ class TlsFront:
             return
         loop = asyncio.get_running_loop()
         relay = Relay(loop.call_later, self._relay_closed, self._close_timeout_s)
-        self.connections += 1
         self._relays.add(relay)
         if self._all_closed is not None:
             self._all_closed.clear()
@@ -240,7 +242,6 @@ class TlsFront:
 
     def _relay_closed(self, relay: Relay) -> None:
         self._relays.discard(relay)
-        self.connections -= 1
         if relay.key is not None:
             self.peers.remove(relay.key)
         if not self._relays and self._all_closed is not None:
