@@ -504,7 +504,8 @@ def _banner(namesrv: str, broker: str, config: BrokerConfig, grpc: str | None) -
     grpc_tls = config.grpc_tls
     tls = (
         f"  TLS:    {_grpc_tls_text(grpc_tls)}; tls_enable=True (Python) / sslEnabled: true "
-        f"(Node), trusting the certificate: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={grpc_tls.cert}\n"
+        "(Node), trusting the server's CA with GRPC_DEFAULT_SSL_ROOTS_FILE_PATH (a "
+        f"`tidemq cert` certificate is its own: {grpc_tls.cert})\n"
         if grpc and grpc_tls.enabled
         else ""
     )
