@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test bench lint clean venv pipeline wheel
+.PHONY: run test bench lint clean venv pipeline wheel vendor-ui
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,15 @@ $(CHROMIUM):
 	else \
 		echo "chromium not found and cannot apt-get install it: the browser tests will skip"; \
 	fi
+
+# The dashboard's front-end libraries (Preact, htm, uPlot), pinned in
+# web-ui/package.json + package-lock.json, copied with their licences into
+# src/tidemq/web/static/vendor/ (committed: the wheel and the page need no npm
+# and no internet). Run after changing a version; tests/unit/web/test_vendored_ui.py
+# checks the copies are the locked packages' files.
+vendor-ui:
+	npm ci --prefix web-ui --no-audit --no-fund
+	$(PYTHON) web-ui/vendor.py
 
 # The whole suite runs with the compiled core; the codec and store suites run
 # again on the pure-Python twins (TIDEMQ_NO_EXTENSIONS=1), the reference.

@@ -93,5 +93,6 @@ def dashboard_args(data_dir: Path, *extra: str) -> list[str]:
 def dashboard_server(
     home: Path, *extra: str, name: str = "serve"
 ) -> Iterator[tuple[ServerProcess, Api]]:
+    home.mkdir(parents=True, exist_ok=True)
     with started(dashboard_args(home / "data", *extra), home, name) as (process, ready):
         yield process, Api(f"http://{ready['http']}")

@@ -272,3 +272,26 @@ def test_the_auth_hook_with_access_control_on(tmp_path: Path) -> None:
 
 def reader_api(api: Api) -> Api:
     return api.as_user(*READER)
+
+
+def test_the_page_and_its_files_are_served_with_types_and_caching(tmp_path: Path) -> None:
+    with dashboard_server(tmp_path) as (_, api):
+        expected = {
+            "/": ("text/html", "no-cache"),
+            "/static/js/main.js": ("text/javascript", "no-cache"),
+            "/static/app.css": ("text/css", "no-cache"),
+            "/static/favicon.svg": ("image/svg+xml", "no-cache"),
+            "/static/vendor/preact/dist/preact.mjs": ("text/javascript", "max-age=86400"),
+            "/static/vendor/uplot/dist/uPlot.min.css": ("text/css", "max-age=86400"),
+            "/static/vendor/uplot/LICENSE": ("text/plain", "max-age=86400"),
+        }
+        for path, (content_type, cache) in expected.items():
+            answer = api.get(path)
+            assert answer.status == 200, path
+            assert answer.headers["Content-Type"].startswith(content_type), (path, answer.headers)
+            assert cache in answer.headers["Cache-Control"], (path, answer.headers)
+            assert answer.headers["X-Content-Type-Options"] == "nosniff"
+            assert "ETag" in answer.headers or "Last-Modified" in answer.headers
+        assert "importmap" in api.get("/").body
+        for path in ("/static/nothing.js", "/static/../app.py", "/static/%2e%2e/app.py"):
+            assert api.get(path).status == 404, path
