@@ -183,13 +183,15 @@ async def reset_offset(request: web.Request) -> web.Response:
     target = text(body, "to")
     when = timestamp_ms(body, "timestamp")
     offset = optional_int(body, "offset", low=0)
-    given = [name for name, value in (("to", target), ("timestamp", when), ("offset", offset))
-             if value is not None]  # fmt: skip
-    if len(given) != 1:
-        raise ApiError(
-            400, "give one of to (earliest or latest), timestamp, or offset" if not given
-            else f"give only one of {', '.join(given)}",
-        )  # fmt: skip
+    given = [
+        name
+        for name, value in (("to", target), ("timestamp", when), ("offset", offset))
+        if value is not None
+    ]
+    if not given:
+        raise ApiError(400, "give one of to (earliest or latest), timestamp, or offset")
+    if len(given) > 1:
+        raise ApiError(400, f"give only one of {', '.join(given)}")
     if offset is not None:
         queue = optional_int(body, "queue", low=0)
         broker = text(body, "broker")

@@ -120,8 +120,8 @@ class CounterRates:
         """Record a reading; the rate since the previous one (also added to
         the history), or None (see rate_per_s)."""
         reading = (t_ms, counter)
-        rate = rate_per_s(self._last.get(name), reading)
         previous = self._last.get(name)
+        rate = rate_per_s(previous, reading)
         if previous is None or t_ms > previous[0] or counter < previous[1]:
             self._last[name] = reading
         if rate is not None:
