@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test bench lint clean venv pipeline wheel
+.PHONY: run test bench lint clean venv pipeline wheel vendor-ui
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,17 @@ $(NPM_STAMP): interop/package-lock.json interop/package.json
 		echo "npm not found: not installing interop/node_modules (ali-ons interop tests need Node.js)"; \
 	fi
 
+# The dashboard's pinned front-end packages, so tests/unit/web/test_vendored_ui.py
+# can compare the vendored copies with them (skipped, not failed, without npm).
+WEBUI_STAMP := web-ui/node_modules/.package-lock.json
+
+$(WEBUI_STAMP): web-ui/package-lock.json web-ui/package.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix web-ui --no-audit --no-fund && touch $(WEBUI_STAMP); \
+	else \
+		echo "npm not found: not installing web-ui/node_modules (the vendored-files check skips)"; \
+	fi
+
 # The dashboard's browser tests drive Debian's chromium (Playwright pointed at
 # /usr/bin/chromium, never a downloaded browser build); installed with apt when
 # missing and we may (root). Without it those tests skip themselves, saying why.
@@ -61,9 +72,18 @@ $(CHROMIUM):
 		echo "chromium not found and cannot apt-get install it: the browser tests will skip"; \
 	fi
 
+# The dashboard's front-end libraries (Preact, htm, uPlot), pinned in
+# web-ui/package.json + package-lock.json, copied with their licences into
+# src/tidemq/web/static/vendor/ (committed: the wheel and the page need no npm
+# and no internet). Run after changing a version; tests/unit/web/test_vendored_ui.py
+# checks the copies are the locked packages' files.
+vendor-ui:
+	npm ci --prefix web-ui --no-audit --no-fund
+	$(PYTHON) web-ui/vendor.py
+
 # The whole suite runs with the compiled core; the codec and store suites run
 # again on the pure-Python twins (TIDEMQ_NO_EXTENSIONS=1), the reference.
-test: $(STAMP) $(NPM_STAMP) $(CHROMIUM)
+test: $(STAMP) $(NPM_STAMP) $(WEBUI_STAMP) $(CHROMIUM)
 	$(PY) -m pytest
 	TIDEMQ_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/unit/codec tests/unit/store
 

@@ -1,6 +1,6 @@
 """The code blocks of docs/*.md, for the tests that run them as written.
 
-A block fenced with a language that runs (```python, ```js) must be run by a
+A block fenced with a language that runs (```python, ```js, ```sh) must be run by a
 test; RUN_BY says which test runs which, and test_docs_are_run.py checks that
 no such block is left out. Blocks without a language (directory listings, the
 shell lines of an install) are not run.
@@ -19,10 +19,11 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
-RUNNABLE = ("python", "js")
+RUNNABLE = ("python", "js", "sh")
 RUN_BY = {
     ("access-control.md", "python"): "tests/integration/test_acl_docs.py",
     ("client.md", "python"): "tests/integration/test_client_docs.py",
+    ("dashboard.md", "sh"): "tests/integration/test_dashboard_docs.py",
     ("grpc.md", "python"): "tests/integration/test_grpc_docs.py",
     ("grpc.md", "js"): "tests/integration/test_grpc_docs.py",
     ("spark.md", "python"): "tests/integration/test_spark_docs.py",

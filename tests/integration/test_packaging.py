@@ -67,6 +67,14 @@ def test_the_wheel_holds_every_module_and_runs_outside_the_checkout(tmp_path: Pa
     }
     assert modules <= names, sorted(modules - names)
     assert "tidemq/py.typed" in names
+    static = {
+        "tidemq/web/" + str(path.relative_to(SOURCE / "web"))
+        for path in (SOURCE / "web" / "static").rglob("*")
+        if path.is_file()
+    }
+    assert "tidemq/web/static/index.html" in static
+    assert "tidemq/web/static/vendor/preact/LICENSE" in static
+    assert static <= names, sorted(static - names)  # the dashboard works from the wheel alone
     for compiled in COMPILED_MODULES:
         assert any(n.startswith(f"tidemq/record/{compiled}.") and n.endswith(".so") for n in names)
     assert any("pyspark" in line and 'extra == "spark"' in line for line in requires)

@@ -25,6 +25,12 @@ server and broker.
     reset_offset_to      222 with queueId and offset, once per queue  masters serving the topic
     topic_message_type   21 GET_ALL_TOPIC_CONFIG                      masters serving the topic
     broker_runtime_stats 28 GET_BROKER_RUNTIME_INFO                   one broker
+    all_topic_configs    21 GET_ALL_TOPIC_CONFIG                      every master
+    consumer_connection  203 GET_CONSUMER_CONNECTION_LIST             every master
+    messages_between     29 SEARCH_OFFSET_BY_TIMESTAMP, 11 PULL_MESSAGE masters serving the topic
+                         (_time_range.py)
+    resend_dead_letter   view/query the dead letter, then 310 to     master of a retry queue
+                         %RETRY%<group> (_dead_letter.py)
 
 Name-server calls try each configured name server in turn until one answers;
 one that answers REQUEST_CODE_NOT_SUPPORTED is asked what it is (_peer.py), so
@@ -49,6 +55,7 @@ from typing import Any
 
 from tidemq.acl.credentials import Credentials
 from tidemq.client._base import AsyncClient
+from tidemq.client._dead_letter import dead_letter_group, retry_copy
 from tidemq.client._key_query import PAGE_SIZE, KeyQueryResult, Page, merge, search_pages
 from tidemq.client._peer import not_a_name_server
 from tidemq.client._recall import recall_answer, recall_request
@@ -60,6 +67,7 @@ from tidemq.client._send import (
     send_result,
 )
 from tidemq.client._tail import TOOLS_CONSUMER_GROUP, Tail, TailSpec
+from tidemq.client._time_range import TimeRangeResult, messages_between
 from tidemq.client._wire import (
     AdminError,
     as_int,
@@ -82,6 +90,7 @@ from tidemq.client.model import (
     PERM_WRITE,
     BrokerData,
     ClusterInfo,
+    ConsumerConnection,
     GroupConfig,
     QueueData,
     QueueOffset,
@@ -91,10 +100,11 @@ from tidemq.client.model import (
     TopicRoute,
     broker_data_from_json,
     group_config_json,
+    merge_consumer_connections,
 )
 from tidemq.client.timing import DeliverAfter, DeliverAt
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
-from tidemq.common.message import MessageExt, MessageQueue
+from tidemq.common.message import Message, MessageExt, MessageQueue
 from tidemq.common.message_id import (
     UniqueIdGenerator,
     decode_offset_message_id,
@@ -103,6 +113,7 @@ from tidemq.common.message_id import (
 from tidemq.common.tags import SUB_ALL, java_trim, parse_tag_expression
 from tidemq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
 from tidemq.protocol.admin_headers import (
+    ConsumerGroupRequestHeader,
     GetConsumeStatsRequestHeader,
     ResetOffsetRequestHeader,
     TopicRequestHeader,
@@ -132,6 +143,7 @@ __all__ = [
     "AdminError",
     "BrokerData",
     "ClusterInfo",
+    "ConsumerConnection",
     "GroupConfig",
     "KeyQueryResult",
     "QueueData",
@@ -139,6 +151,7 @@ __all__ = [
     "QueueProgress",
     "QueueStatus",
     "SendResult",
+    "TimeRangeResult",
     "TopicRoute",
     "loads_lenient",
     "parse_address_list",
@@ -373,6 +386,21 @@ class AdminClient(AsyncClient):
                 result[broker] = config
         return result
 
+    async def all_topic_configs(self, cluster: str | None = None) -> dict[str, dict[str, Any]]:
+        """Every topic config (TopicConfig JSON) of every master (of `cluster`):
+        broker name -> topic -> config."""
+        masters = (await self.cluster_info()).masters(cluster)
+        result: dict[str, dict[str, Any]] = {}
+        for broker, response in (
+            await self._each(masters, RequestCode.GET_ALL_TOPIC_CONFIG)
+        ).items():
+            document = decode_body(check(response), "topic config")
+            table = document.get("topicConfigTable") or {}
+            result[broker] = {
+                str(topic): config for topic, config in table.items() if isinstance(config, dict)
+            }
+        return result
+
     async def update_topic(
         self,
         name: str,
@@ -564,6 +592,21 @@ class AdminClient(AsyncClient):
                     )
                 )
         return sorted(rows, key=lambda r: (r.topic, r.broker_name, r.queue_id))
+
+    async def consumer_connection(self, group: str) -> ConsumerConnection:
+        """The online consumers of `group` (client id, address, language,
+        version) and their subscriptions, from every master (a client
+        heartbeats to each broker it reads from); none online is an empty answer."""
+        masters = (await self.cluster_info()).masters()
+        header = encode_header(ConsumerGroupRequestHeader(consumer_group=group))
+        documents: dict[str, dict[str, Any]] = {}
+        for broker, response in (
+            await self._each(masters, RequestCode.GET_CONSUMER_CONNECTION_LIST, header)
+        ).items():
+            if response.code == ResponseCode.CONSUMER_NOT_ONLINE:
+                continue
+            documents[broker] = decode_body(check(response), "consumer connection")
+        return merge_consumer_connections(documents)
 
     async def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> list[QueueOffset]:
         """Move `group`'s offsets on `topic` to the first message stored at/after the
@@ -771,6 +814,11 @@ class AdminClient(AsyncClient):
             deliver_at=deliver_at,
             deliver_after=deliver_after,
         )
+        return await self._send_message(message)
+
+    async def _send_message(self, message: Message) -> SendResult:
+        """Encode `message` and send it to the next queue (round-robin) of its topic."""
+        topic = message.topic
         try:
             prepared = self._send_codec().prepare(message)
         except ClientError as exc:
@@ -791,6 +839,31 @@ class AdminClient(AsyncClient):
             return send_result(response, prepared, queue)
         except ClientError as exc:
             raise AdminError(exc.message, exc.code) from None
+
+    async def resend_dead_letter(self, group: str, msg_id: str) -> SendResult:
+        """Give dead letter `msg_id` (either id) of `group` back to the group:
+        a copy goes to `%RETRY%<group>`, due now, with a fresh retry budget
+        (_dead_letter.py says what it keeps). The dead letter itself stays."""
+        dlq = f"%DLQ%{group}"
+        message = await self.message_by_id(msg_id, dlq)
+        if dead_letter_group(message.topic) != group:
+            raise AdminError(
+                f"message {msg_id} is in {message.topic}, not in the dead-letter topic {dlq}",
+                ResponseCode.INVALID_PARAMETER,
+            )
+        return await self._send_message(retry_copy(message, group))
+
+    async def messages_between(
+        self, topic: str, begin_ms: int, end_ms: int, max_num: int = 64
+    ) -> TimeRangeResult:
+        """Messages of `topic` stored from `begin_ms` to `end_ms` (inclusive),
+        oldest first, at most `max_num` (the result says when more matched)."""
+        if begin_ms > end_ms:
+            raise AdminError("the time range begins after it ends", ResponseCode.INVALID_PARAMETER)
+        route = await self.topic_route(topic)
+        return await messages_between(
+            self._call, route.masters(), route.read_queues(), begin_ms, end_ms, max_num
+        )
 
     async def recall(self, topic: str, handle: str) -> str:
         """Cancel a timer message before it is due (RECALL_MESSAGE); its msg id."""

@@ -272,3 +272,92 @@ def group_config_json(
         "consumeTimeoutMinute": 15,
         "attributes": {},
     }
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnection:
+    """One client of a group as a broker sees it (Java's Connection)."""
+
+    client_id: str
+    address: str
+    language: str
+    version: int
+    """The client's version number (Java's MQVersion ordinal, as the client sent it)."""
+    broker_name: str
+    """The broker that reported it (a client is connected to several)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConnection:
+    """The online consumers of a group and what they subscribe (ConsumerConnection),
+    merged over the brokers that know them."""
+
+    connections: tuple[ClientConnection, ...]
+    subscriptions: dict[str, str]
+    """topic -> subscription expression (tags or SQL92)."""
+    expression_types: dict[str, str]
+    """topic -> "TAG" or "SQL92"."""
+    consume_type: str
+    message_model: str
+    consume_from_where: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "connections": [
+                {
+                    "client_id": c.client_id,
+                    "address": c.address,
+                    "language": c.language,
+                    "version": c.version,
+                    "broker": c.broker_name,
+                }
+                for c in self.connections
+            ],
+            "subscriptions": [
+                {"topic": t, "expression": e, "type": self.expression_types.get(t, "TAG")}
+                for t, e in sorted(self.subscriptions.items())
+            ],
+            "consume_type": self.consume_type,
+            "message_model": self.message_model,
+            "consume_from_where": self.consume_from_where,
+        }
+
+
+def merge_consumer_connections(documents: Mapping[str, Mapping[str, Any]]) -> ConsumerConnection:
+    """Broker name -> ConsumerConnection JSON, merged: every client once (by
+    client id, the first broker's view), every subscription."""
+    clients: dict[str, ClientConnection] = {}
+    subscriptions: dict[str, str] = {}
+    kinds: dict[str, str] = {}
+    consume_type = message_model = from_where = ""
+    for broker, document in sorted(documents.items()):
+        for raw in document.get("connectionSet") or ():
+            if not isinstance(raw, Mapping):
+                continue
+            client_id = str(raw.get("clientId") or "")
+            clients.setdefault(
+                client_id,
+                ClientConnection(
+                    client_id,
+                    str(raw.get("clientAddr") or ""),
+                    str(raw.get("language") or ""),
+                    as_int(raw.get("version")),
+                    broker,
+                ),
+            )
+        table = document.get("subscriptionTable") or {}
+        for topic, data in table.items() if isinstance(table, Mapping) else ():
+            data = data if isinstance(data, Mapping) else {}
+            subscriptions[str(topic)] = str(data.get("subString") or "*")
+            kinds[str(topic)] = str(data.get("expressionType") or "TAG")
+        consume_type = consume_type or str(document.get("consumeType") or "")
+        message_model = message_model or str(document.get("messageModel") or "")
+        from_where = from_where or str(document.get("consumeFromWhere") or "")
+    return ConsumerConnection(
+        tuple(sorted(clients.values(), key=lambda c: c.client_id)),
+        subscriptions,
+        kinds,
+        consume_type,
+        message_model,
+        from_where,
+    )

@@ -296,7 +296,9 @@ class Broker:
                 raise
         if config.http_port is not None and self.core is not None:
             self.http = HttpEndpoint(
-                build_app(self.core, self.metrics_registry), config.listen_host, config.http_port
+                build_app(self.core, self.metrics_registry, acl=self.acl, clock=self.clock),
+                config.listen_host,
+                config.http_port,
             )
             try:
                 await self.http.start()

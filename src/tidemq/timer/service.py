@@ -64,6 +64,7 @@ from tidemq.store.api import (
 )
 from tidemq.timer.buckets import TimerFiles, Unit, UnitKind, bucket_start, key_hash
 from tidemq.timer.checkpoint import TimerCheckpoint, load_checkpoint, save_checkpoint
+from tidemq.timer.inventory import waiting_units
 from tidemq.timer.log import LogRecord, TimerLog, TimerLogError
 from tidemq.timer.parking import (
     TIMER_QUEUE_ID,
@@ -339,6 +340,17 @@ class TimerService:
             log_segments=len(self._log.segments),
         )
         return out
+
+    def waiting(self) -> tuple[list[Unit], bool]:
+        """The timers parked and not yet delivered nor recalled, in delivery
+        order, read from the timer files (inventory.py); and whether the
+        listing was cut short."""
+        return waiting_units(
+            (self._files.read(start) for start in self._files.starts()),
+            self._watermark,
+            recalled=set(self._recall_marks),
+            delivered=self._delivered_before_start,
+        )
 
     # -- recovery: deliveries after the checkpoint -----------------------------
 
