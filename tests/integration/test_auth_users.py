@@ -197,3 +197,100 @@ def test_auth_without_a_super_user_does_not_start(tmp_path: Path, data: Path) ->
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "no enabled Super user exists" in errors[0], result.stderr
+
+
+def test_user_and_acl_commands_say_what_happened_and_fail_as_rocketmq_answers(
+    tmp_path: Path, data: Path
+) -> None:
+    with server(tmp_path, data, "--auth-init-user", "root:rootSecret01") as (_, cli):
+
+        def failed(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+            result = cli.run(*args, *ROOT, env=env) if env is None else cli.run(*args, env=env)
+            assert result.returncode == 1, f"{args}: {result.stdout} {result.stderr}"
+            error: dict[str, Any] = json.loads(result.stdout)
+            plain = subprocess.run(
+                [sys.executable, "-m", "tidemq.cli.main", *args, "--namesrv", cli.namesrv]
+                + ([] if env else list(ROOT)),
+                capture_output=True,
+                text=True,
+                env={**server_env(cli.home), **(env or {})},
+                timeout=CLI_DEADLINE_S,
+                check=False,
+            )
+            assert plain.returncode == 1 and plain.stdout == ""
+            assert plain.stderr.strip() == f"Error: {error['error']}", plain.stderr
+            return error
+
+        def plain_ok(*args: str) -> str:
+            result = subprocess.run(
+                [sys.executable, "-m", "tidemq.cli.main", *args, "--namesrv", cli.namesrv, *ROOT],
+                capture_output=True,
+                text=True,
+                env=server_env(cli.home),
+                timeout=CLI_DEADLINE_S,
+                check=False,
+            )
+            assert result.returncode == 0, result.stderr
+            return result.stdout.strip()
+
+        assert plain_ok("user", "create", "bob", "--password", "bobSecret01") == (
+            "user bob created on broker-a"
+        )
+        made = cli.ok("user", "create", "carol", "--password", "carolSecret1", *ROOT)
+        assert made == {"result": "created", "user": "carol", "brokers": ["broker-a"]}
+        assert failed("user", "create", "bob", "--password", "x1234567") == {
+            "error": "cannot create user bob: The user is existed",
+            "code": 16,
+            "code_name": "NO_PERMISSION",
+        }
+        missing = failed("user", "update", "ghost", "--status", "disable")
+        assert (missing["code"], missing["error"]) == (
+            16,
+            "cannot update user ghost: The user is not exist",
+        )
+        assert cli.ok("user", "delete", "ghost", *ROOT) == {
+            "result": "not found",
+            "user": "ghost",
+            "brokers": [],
+        }
+        assert plain_ok("user", "delete", "ghost") == "user ghost does not exist: nothing deleted"
+        assert cli.ok("user", "get", "bob", *ROOT) == {
+            "username": "bob",
+            "userType": "Normal",
+            "userStatus": "enable",
+        }
+        unknown = failed("user", "get", "ghost")
+        assert (unknown["code_name"], unknown["error"]) == (
+            "USER_NOT_EXIST",
+            "user ghost does not exist",
+        )
+
+        no_subject = failed("acl", "create", "ghost", "--resource", "Topic:a", "--action", "Pub")
+        assert (no_subject["code"], no_subject["error"]) == (
+            16,
+            "cannot create the ACL of User:ghost: The subject of User:ghost is not exist.",
+        )
+        assert failed("acl", "get", "bob")["code_name"] == "POLICY_NOT_EXIST"
+        no_acl = failed("acl", "delete", "bob")
+        assert no_acl["error"] == "cannot delete the ACL of User:bob: The acl is not exist."
+        updated = cli.ok("acl", "update", "bob", "--resource", "Topic:a", "--action", "Pub", *ROOT)
+        assert updated["result"] == "updated"  # RocketMQ's update makes a missing ACL
+        acl = cli.ok("acl", "get", "bob", *ROOT)
+        assert [e["resource"] for e in acl["policies"][0]["entries"]] == ["Topic:a"]
+        assert "Topic:a" in plain_ok("acl", "get", "bob")
+
+        # a user allowed to manage users may not make a Super one (privilege escalation)
+        cli.ok("acl", "create", "bob", "--resource", "Cluster", "--action", "Update", *ROOT)
+        bob = {"TIDEMQ_ACCESS_KEY": "bob", "TIDEMQ_SECRET_KEY": "bobSecret01"}
+        cli.ok("user", "create", "dave", "--password", "daveSecret1", env=bob)
+        escalation = failed(
+            "user", "create", "eve", "--password", "eveSecret01", "--type", "Super", env=bob
+        )
+        assert (escalation["code_name"], escalation["error"]) == (
+            "SYSTEM_ERROR",
+            "cannot create user eve: The super user can only be create by super user",
+        )
+        demote = failed("user", "update", "root", "--type", "Normal", env=bob)
+        assert demote["error"].endswith("The super user can only be update by super user")
+        users = {u["username"]: u["userType"] for u in cli.ok("user", "list", *ROOT)}
+        assert users == {"bob": "Normal", "carol": "Normal", "dave": "Normal", "root": "Super"}

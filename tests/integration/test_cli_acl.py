@@ -241,3 +241,46 @@ def test_a_broker_signs_its_registration_with_a_guarded_name_server(tmp_path: Pa
 
             assert wait_until(registered, "broker-a to register") == {"broker-a"}
             assert "No accessKey is configured" in unsigned.stderr()
+
+
+def test_namesrv_on_any_address_starts_with_acl_or_allow_anonymous(tmp_path: Path) -> None:
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(POLICY, encoding="utf-8")
+    for name, extra in (("acl", ["--acl", str(acl)]), ("anonymous", ["--allow-anonymous"])):
+        args = ["namesrv", "--host", "0.0.0.0", "--port", "0", *extra]
+        with started(args, tmp_path, f"namesrv-{name}") as (server, ready):
+            assert ready["namesrv"].startswith("127.0.0.1:")
+            assert server.stop() == 0
+
+
+@pytest.mark.parametrize(
+    "case", ["allow_anonymous key", "--allow-anonymous", "acl_file", "auth_enabled"]
+)
+def test_broker_on_any_address_starts_with_access_control_or_allow_anonymous(
+    tmp_path: Path, case: str
+) -> None:
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(POLICY, encoding="utf-8")
+    settings: dict[str, Any] = {
+        "listen_host": "0.0.0.0",
+        "listen_port": 0,
+        "namesrv_addrs": ["127.0.0.1:1"],  # no name server needed to listen
+        "data_dir": str(tmp_path / "broker-a"),
+    }
+    flags: list[str] = []
+    if case == "allow_anonymous key":
+        settings["allow_anonymous"] = True
+    elif case == "--allow-anonymous":
+        flags.append("--allow-anonymous")
+    elif case == "acl_file":
+        settings["acl_file"] = str(acl)
+    else:
+        settings.update(auth_enabled=True, auth_init_user="root:rootSecret01")
+    config = tmp_path / "broker.json"
+    config.write_text(json.dumps(settings), encoding="utf-8")
+    with started(["broker", "--config", str(config), *flags], tmp_path, "broker") as (
+        server,
+        ready,
+    ):
+        assert ready["name"] == "broker-a"
+        assert server.stop() == 0

@@ -8,7 +8,7 @@ RocketMQ 5's auth module asks for (apache/rocketmq 5.3.0 on, read at HEAD:
 annotations): a send is Pub on ``Topic:T``; a pull, heartbeat or offset
 commit is Sub on ``Topic:T`` and Sub on ``Group:G``. Admin-only requests
 need an action (``ADMIN_ACTIONS``: creation Create, deletion Delete, a user
-or ACL read Get/List, any other change Update) on what they name: a topic's
+or ACL read or list Get, any other change Update) on what they name: a topic's
 creation ``Topic:T`` (``CreateTopicRequestHeader``: action CREATE,
 ``@RocketMQResource(TOPIC)`` on ``topic``), and so a topic's deletion
 ``Topic:T`` and a group's ``Group:G`` (``groupName``); anything else
@@ -41,10 +41,13 @@ ADMIN_ACTIONS: dict[int, Action] = {
     int(RequestCode.DELETE_SUBSCRIPTIONGROUP): Action.DELETE,
     int(RequestCode.AUTH_GET_USER): Action.GET,
     int(RequestCode.AUTH_GET_ACL): Action.GET,
-    int(RequestCode.AUTH_LIST_USER): Action.LIST,
-    int(RequestCode.AUTH_LIST_ACL): Action.LIST,
+    int(RequestCode.AUTH_LIST_USER): Action.GET,
+    int(RequestCode.AUTH_LIST_ACL): Action.GET,
 }
-"""The action on ``Cluster`` an admin-only request needs; any other is Update."""
+"""The action on ``Cluster`` an admin-only request needs; any other is Update. The
+user and ACL codes are their headers' (rocketmq-all-5.3.3 ``remoting/.../header/
+{Create,Update,Delete,Get,List}{User,Acl}RequestHeader.java`` ``@RocketMQAction``:
+Update for the changes, Get for the reads, lists included)."""
 
 
 def admin_action(code: int) -> Action:

@@ -7,15 +7,17 @@ passwords, which a signature check needs in clear (HMAC), so it is made
 readable by its owner only; nothing the store returns to an admin carries
 one (``User.to_json(with_password=False)``).
 
-Rules after RocketMQ 5.3.0 on (read at HEAD) ``auth/.../authentication/manager/
+Rules after RocketMQ 5.3 (rocketmq-all-5.3.3 ``auth/.../authentication/manager/
 AuthenticationMetadataManagerImpl.java`` and ``auth/.../authorization/
-manager/AuthorizationMetadataManagerImpl.java``: a user is created once and
-updated only if it exists; an ACL needs its user; creating an ACL for a
-subject that has one merges the entries (an entry for the same resource is
-replaced); deleting with a resource removes that entry, without one the
-whole ACL. tidemq adds: deleting a user deletes its ACL, and the last
-enabled Super user cannot be deleted, demoted or disabled (that would lock
-every administrator out).
+manager/AuthorizationMetadataManagerImpl.java``): a user is created once
+(``UserExists``) and updated only if it exists; deleting a user that does
+not exist changes nothing and is no error; an ACL needs its user; creating
+*or updating* an ACL merges the entries into the subject's ACL, made if
+missing (an entry for the same resource is replaced); deleting with a
+resource removes that entry, without one the whole ACL, and needs the ACL
+to exist. Deleting a user deletes its ACL (``deleteUser`` deletes both).
+tidemq adds: the last enabled Super user cannot be deleted, demoted or
+disabled (that would lock every administrator out).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from .auth_model import (
     subject_of,
 )
 
-__all__ = ["AclNotFound", "AuthNotFound", "AuthStore", "UserNotFound"]
+__all__ = ["AclNotFound", "AuthNotFound", "AuthStore", "UserExists", "UserNotFound"]
 
 FILE_NAME = "auth.json"
 
@@ -55,6 +57,10 @@ class UserNotFound(AuthNotFound):
 
 class AclNotFound(AuthNotFound):
     pass
+
+
+class UserExists(AuthModelError):
+    """A user of that name exists already."""
 
 
 class AuthStore:
@@ -95,7 +101,7 @@ class AuthStore:
 
     def create_user(self, user: User) -> None:
         if user.username in self.state.users:
-            raise AuthModelError(f"user {user.username} already exists")
+            raise UserExists(f"user {user.username} already exists")
         self._save(AuthState({**self.state.users, user.username: user}, self.state.acls))
 
     def update_user(
@@ -118,12 +124,15 @@ class AuthStore:
         self._save(AuthState({**self.state.users, username: new}, self.state.acls))
         return new
 
-    def delete_user(self, username: str) -> None:
-        self.get_user(username)
+    def delete_user(self, username: str) -> bool:
+        """Delete `username` and its ACL; False (nothing changed) when there is no such user."""
+        if self.state.user(username) is None:
+            return False
         self._keep_a_super(username)
         users = {k: v for k, v in self.state.users.items() if k != username}
         acls = {k: v for k, v in self.state.acls.items() if k != subject_of(username)}
         self._save(AuthState(users, acls))
+        return True
 
     def _keep_a_super(self, leaving: str) -> None:
         others = [
@@ -171,13 +180,11 @@ class AuthStore:
         return self._put(old.merged(entries))
 
     def update_acl(self, subject: str, entries: Iterable[PolicyEntry]) -> Acl:
-        old = self.get_acl(subject)
-        entries = list(entries)
-        if not entries:
-            raise AuthModelError(f"no policy entry for {old.subject}")
-        return self._put(old.merged(entries))
+        """As `create_acl`: RocketMQ's updateAcl also makes the ACL when it is missing."""
+        return self.create_acl(subject, entries)
 
     def delete_acl(self, subject: str, resources: Iterable[str] = ()) -> None:
+        self._subject_user(subject)
         old = self.get_acl(subject)
         gone = [Resource.parse(r) for r in resources]
         acls = dict(self.state.acls)

@@ -80,6 +80,16 @@ class AclGate:
         self._auth = auth
         self._policy = self._policy.with_auth(auth)
 
+    def is_super(self, access_key: str) -> bool:
+        """Whether `access_key` signs as a Super user now: an enabled RocketMQ 5
+        Super user, or an ``admin: true`` account of the file (which RocketMQ's
+        migration to 5.x makes a Super user)."""
+        owned = self._policy.account(access_key)
+        if owned is not None:
+            return owned.account.admin
+        user = self._policy.user(access_key)
+        return user is not None and user.is_super and user.enabled
+
     def refusals(self) -> dict[str, int]:
         """Refused requests per reason since start (every reason listed, zeros too)."""
         return {reason.value: self._refusals[reason] for reason in Reason}
@@ -101,9 +111,10 @@ class AclGate:
         metadata: Mapping[str, str],
         remote_host: str,
         now_ms: int,
-        max_skew_ms: int,
+        max_skew_ms: int | None,
     ) -> GrpcCaller | Denial:
-        """Who a gRPC call (`rpc`, its `metadata`) is, or why it is refused (counted, logged)."""
+        """Who a gRPC call (`rpc`, its `metadata`) is, or why it is refused (counted,
+        logged); `max_skew_ms` None: no clock window (grpc_validator.authenticate)."""
         host = client_host(remote_host)
         outcome = grpc_validator.authenticate(self._policy, metadata, host, now_ms, max_skew_ms)
         if isinstance(outcome, Denial):

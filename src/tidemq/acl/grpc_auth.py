@@ -207,17 +207,18 @@ def verify_grpc(
     metadata: Mapping[str, str],
     secret_lookup: Callable[[str], str | None],
     now_ms: int,
-    max_skew_ms: int,
+    max_skew_ms: int | None,
 ) -> str:
     """Check a call's credentials; return the access key or raise GrpcAuthError.
 
     `secret_lookup(access_key)` gives the secret key, or None for an unknown
     key. The date must lie within `max_skew_ms` of `now_ms` either way (a
-    difference of exactly `max_skew_ms` passes). Checks run in this order:
-    authorization present, date present, header well formed, date well formed,
-    key known, signature right, date within the window.
+    difference of exactly `max_skew_ms` passes); None checks no window (the
+    same headers again, later in a stream whose start was checked). Checks run
+    in this order: authorization present, date present, header well formed,
+    date well formed, key known, signature right, date within the window.
     """
-    if max_skew_ms < 0:
+    if max_skew_ms is not None and max_skew_ms < 0:
         raise ValueError("max_skew_ms must not be negative")
     lowered = {k.lower(): v for k, v in metadata.items()}
     authorization = lowered.get(AUTHORIZATION)
@@ -238,7 +239,7 @@ def verify_grpc(
         # DefaultAuthenticationHandler: "check signature failed."
         raise GrpcAuthError(GrpcAuthReason.BAD_SIGNATURE, f"access key {header.access_key[:64]!r}")
     skew = abs(now_ms - date_ms)
-    if skew > max_skew_ms:
+    if max_skew_ms is not None and skew > max_skew_ms:
         detail = f"off by {skew} ms, allowed {max_skew_ms} ms"
         hint = utc_offset_hint(date_ms - now_ms)
         raise GrpcAuthError(GrpcAuthReason.CLOCK_SKEW, f"{detail}; {hint}" if hint else detail)

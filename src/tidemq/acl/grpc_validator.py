@@ -18,11 +18,18 @@ validate, which the 5.2.0 proxy applies to every gRPC request through
 5. every resource the request names needs its permission
    (``validator.check_perms``).
 
-Steps 1-4 are ``authenticate`` (a call's metadata is sent once, at its start:
-a Telemetry stream that lives for hours is not refused for its old date),
-step 5 with the white addresses again is ``authorize``, run for each request
-message against the policy in force then, so a policy change applies to an
-open stream's next command.
+Steps 1-4 are ``authenticate``, step 5 with the white addresses again is
+``authorize``. A call's metadata is sent once, at its start; a Telemetry
+stream's commands are each authenticated again with it (RocketMQ 5.3's proxy
+runs its whole pipeline, authentication and authorization, on every message
+of the stream: rocketmq-all-5.3.3 ``proxy/.../grpc/v2/
+GrpcMessagingApplication.java`` telemetry -> onNext -> addExecutor ->
+requestPipeline.execute, with the default StatelessAuthenticationStrategy),
+so a user deleted or disabled, or a password changed, refuses the stream's
+next command; the clock window is checked at the start only (RocketMQ checks
+none), so a stream that lives for hours is not refused for its old date.
+Each request is authorized against the policy in force then, so a policy
+change applies to an open stream's next command too.
 
 A key the file does not know may be a RocketMQ 5 user (``AclPolicy.user``):
 its password verifies the signature, a disabled user is refused, and each
@@ -90,9 +97,10 @@ def authenticate(
     metadata: Mapping[str, str],
     host: str,
     now_ms: int,
-    max_skew_ms: int,
+    max_skew_ms: int | None,
 ) -> GrpcCaller | Denial:
-    """Steps 1-4 for a call's `metadata` (lower-case keys) from `host` (``client_host``)."""
+    """Steps 1-4 for a call's `metadata` (lower-case keys) from `host` (``client_host``);
+    `max_skew_ms` None: no clock window (the headers of a stream checked when it began)."""
     if policy.globally_white(host):
         return GrpcCaller(host, None)
     text = metadata.get(AUTHORIZATION)

@@ -148,6 +148,10 @@ class BrokerConfig:
     auth_init_user: str | None = field(default=None, repr=False)
     """``NAME:PASSWORD``: a Super user created at start when no user has that
     name (RocketMQ 5's initAuthenticationUser): the way in for the first admin."""
+    allow_anonymous: bool = False
+    """Let `tidemq broker` listen on a non-loopback `listen_host` without access
+    control (no `acl_file`, no `auth_enabled`): anyone who reaches the ports may
+    produce, consume and administer. Off, it refuses to start there."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -308,6 +312,7 @@ _NOT_SETTABLE = frozenset(
         "acl_access_key",
         "acl_secret_key",
         "auth_init_user",
+        "allow_anonymous",
     }
 )
 """Set by serve's own options."""

@@ -105,8 +105,14 @@ def abort(message: str, code: int | None = None) -> NoReturn:
     raise click.ClickException(message)  # fail() always raises; this satisfies the checker
 
 
-def run_admin(namesrv: Sequence[str], action: Callable[[AdminClient], Awaitable[T]]) -> T:
-    """Run `action` with a connected AdminClient; any AdminError becomes a clean exit."""
+def run_admin(
+    namesrv: Sequence[str],
+    action: Callable[[AdminClient], Awaitable[T]],
+    *,
+    failing: str | None = None,
+) -> T:
+    """Run `action` with a connected AdminClient; any AdminError becomes a clean exit
+    (its message after `failing`, "cannot create user alice", when given)."""
 
     context = click.get_current_context()
     credentials = credentials_of(context)
@@ -119,7 +125,7 @@ def run_admin(namesrv: Sequence[str], action: Callable[[AdminClient], Awaitable[
     try:
         return event_loop.run(main())
     except AdminError as exc:
-        abort(exc.message, exc.code)
+        abort(f"{failing}: {exc.message}" if failing else exc.message, exc.code)
     except ProtocolError as exc:  # a malformed answer the client did not expect
         abort(f"malformed response: {exc}", ResponseCode.SYSTEM_ERROR)
 

@@ -250,6 +250,26 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _refuse_open_listener(host: str, remedy: str, anonymous: str = "--allow-anonymous") -> None:
+    """Secure by default (issue #17): a server without access control listens on
+    this machine only; elsewhere `remedy` or --allow-anonymous must say so. One
+    line and exit 1, before anything listens."""
+    if _is_loopback(host):
+        return
+    _abort(
+        f"refusing to listen on {host or '*'} without access control: {remedy}, "
+        f"or {anonymous} to let in anyone who can reach it"
+    )
+
+
+def _allow_anonymous_option(without: str, then: str) -> Callable[[F], F]:
+    return click.option(
+        "--allow-anonymous",
+        is_flag=True,
+        help=f"Listen on a non-loopback address without {without} ({then}).",
+    )
+
+
 def _check_acl_file(path: Path) -> None:
     """A policy file that cannot be used is one line and exit 1, before anything starts."""
     from tidemq.acl.plain_config import AclConfigError, load_plain_acl
@@ -330,11 +350,8 @@ def _check_acl_file(path: Path) -> None:
     help="Create this Super user at start if no user has the name; implies --auth "
     "(prefer the environment variable: a command line is visible to other local users).",
 )
-@click.option(
-    "--allow-anonymous",
-    is_flag=True,
-    help="Listen on a non-loopback --host without --acl (anyone who reaches the ports "
-    "may produce, consume and administer).",
+@_allow_anonymous_option(
+    "--acl", "anyone who reaches the ports may produce, consume and administer"
 )
 @click.option(
     "--advertised-host",
@@ -373,11 +390,8 @@ def serve(
     settings: tuple[str, ...],
 ) -> None:
     """Run a standalone name server and broker in one process (topics auto-created)."""
-    if acl_file is None and not allow_anonymous and not _is_loopback(host):
-        _abort(
-            f"refusing to listen on {host or '*'} without access control: "
-            "give --acl FILE, or --allow-anonymous to let in anyone who can reach it"
-        )
+    if acl_file is None and not allow_anonymous:
+        _refuse_open_listener(host, "give --acl FILE")
     root = data_dir if data_dir is not None else default_data_dir()
     advertised = advertised_host or ("127.0.0.1" if host in _WILDCARD_HOSTS else host)
     try:
@@ -589,11 +603,15 @@ def _grpc_tls_text(tls: ServerTls) -> str:
     help="RocketMQ plain_acl.yml: registering brokers and deleting routes need an admin "
     "account (brokers sign with acl_access_key/acl_secret_key); reloaded when it changes.",
 )
+@_allow_anonymous_option(
+    "--acl", "anyone who reaches the port may register brokers and delete routes"
+)
 @tls_options
 def namesrv(
     port: int,
     host: str,
     acl_file: Path | None,
+    allow_anonymous: bool,
     tls_mode: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
@@ -601,6 +619,8 @@ def namesrv(
     tls_verify_client: str,
 ) -> None:
     """Run a name server on its own (cluster mode)."""
+    if acl_file is None and not allow_anonymous:
+        _refuse_open_listener(host, "give --acl FILE")
     if acl_file is not None:
         _check_acl_file(acl_file)
     tls = _server_tls(_tls_settings(tls_mode, tls_cert, tls_key, tls_ca, tls_verify_client))
@@ -647,12 +667,17 @@ async def _namesrv(host: str, port: int, acl_file: Path | None, tls: ServerTls) 
     help="Serve /metrics, the JSON API and the dashboard on this port (0: a free one); "
     "default: the config's http_port, else none.",
 )
+@_allow_anonymous_option(
+    "acl_file or auth_enabled in the config",
+    "anyone who reaches the ports may produce, consume and administer",
+)
 @tls_options
 @grpc_tls_mode_option
 def broker(
     config_path: Path,
     grpc_port: int | None,
     http_port: int | None,
+    allow_anonymous: bool,
     tls_mode: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
@@ -663,7 +688,9 @@ def broker(
     """Run one broker registering with the name servers of its config (cluster mode).
 
     The --tls-* options, when given, replace the config's tls_* keys
-    (--grpc-tls-mode its grpc_tls_mode)."""
+    (--grpc-tls-mode its grpc_tls_mode). On a non-loopback listen_host it
+    needs access control (acl_file or auth_enabled) or --allow-anonymous
+    (allow_anonymous in the config)."""
     try:
         config = BrokerConfig.from_file(config_path)
         if grpc_port is not None:
@@ -685,6 +712,12 @@ def broker(
     except (TypeError, ValueError) as exc:
         text = str(exc)
         _abort(text if text.startswith(str(config_path)) else f"{config_path}: {text}")
+    if not (config.access_control or config.allow_anonymous or allow_anonymous):
+        _refuse_open_listener(
+            config.listen_host,
+            f"set acl_file or auth_enabled in {config_path}",
+            '--allow-anonymous (or "allow_anonymous": true in it)',
+        )
     _run(lambda: _broker(config))
 
 

@@ -675,16 +675,20 @@ class AdminClient(AsyncClient):
 
     async def _auth_write(
         self, code: int, header: Mapping[str, str], body: Mapping[str, Any] | None = None
-    ) -> list[str]:
-        """A user/ACL change on every master broker (mqadmin's ``-c``); the brokers changed."""
+    ) -> dict[str, str | None]:
+        """A user/ACL change on every master broker (mqadmin's ``-c``): broker name ->
+        the remark of its SUCCESS (None when it has none). A refusal is the AdminError
+        of the first broker by name that refused."""
         masters = await self._target_masters(None, None)
         data = json.dumps(body).encode() if body is not None else b""
-        for response in (await self._each(masters, code, dict(header), data)).values():
-            check(response)
-        return sorted(masters)
+        responses = await self._each(masters, code, dict(header), data)
+        for name in sorted(responses):
+            check(responses[name])
+        return {name: responses[name].remark for name in sorted(responses)}
 
     async def _auth_read(self, code: int, header: Mapping[str, str]) -> Any:
-        """A user/ACL read from the first master broker by name (they all hold the same)."""
+        """A user/ACL read from the first master broker by name (they all hold the same);
+        None for an answer without a body (RocketMQ's for a user or ACL that is not there)."""
         masters = await self._target_masters(None, None)
         first = sorted(masters)[0]
         response = check(await self._call(masters[first], code, dict(header)))
@@ -700,7 +704,9 @@ class AdminClient(AsyncClient):
             "userType": user_type,
             "userStatus": status,
         }
-        return await self._auth_write(RequestCode.AUTH_CREATE_USER, {"username": username}, body)
+        return list(
+            await self._auth_write(RequestCode.AUTH_CREATE_USER, {"username": username}, body)
+        )
 
     async def update_user(
         self,
@@ -713,11 +719,21 @@ class AdminClient(AsyncClient):
         """AUTH_UPDATE_USER (3002): only the fields given change."""
         body = {"username": username, "password": password, "userType": user_type}
         body["userStatus"] = status
-        return await self._auth_write(RequestCode.AUTH_UPDATE_USER, {"username": username}, body)
+        return list(
+            await self._auth_write(RequestCode.AUTH_UPDATE_USER, {"username": username}, body)
+        )
 
     async def delete_user(self, username: str) -> list[str]:
-        """AUTH_DELETE_USER (3003), with the user's ACL."""
-        return await self._auth_write(RequestCode.AUTH_DELETE_USER, {"username": username})
+        """AUTH_DELETE_USER (3003), with the user's ACL: the brokers it was deleted on.
+        A broker without such a user answers SUCCESS as RocketMQ does (tidemq's with a
+        remark saying so, and it is left out)."""
+        answers = await self._auth_write(RequestCode.AUTH_DELETE_USER, {"username": username})
+        return [name for name, note in answers.items() if not note]
+
+    async def get_user(self, username: str) -> dict[str, Any] | None:
+        """AUTH_GET_USER (3004): the UserInfo (no password), None when there is no such user."""
+        found = await self._auth_read(RequestCode.AUTH_GET_USER, {"username": username})
+        return dict(found) if found else None
 
     async def list_users(self, name_filter: str | None = None) -> list[dict[str, Any]]:
         """AUTH_LIST_USER (3005): UserInfo objects, without passwords."""
@@ -732,12 +748,17 @@ class AdminClient(AsyncClient):
         already has replace them."""
         code = RequestCode.AUTH_UPDATE_ACL if update else RequestCode.AUTH_CREATE_ACL
         body = {"subject": subject, "policies": [{"policyType": "Custom", "entries": entries}]}
-        return await self._auth_write(code, {"subject": subject}, body)
+        return list(await self._auth_write(code, {"subject": subject}, body))
 
     async def delete_acl(self, subject: str, resource: str | None = None) -> list[str]:
         """AUTH_DELETE_ACL (3008): one resource's entry, or the whole ACL."""
         header = {"subject": subject, **({"resource": resource} if resource else {})}
-        return await self._auth_write(RequestCode.AUTH_DELETE_ACL, header)
+        return list(await self._auth_write(RequestCode.AUTH_DELETE_ACL, header))
+
+    async def get_acl(self, subject: str) -> dict[str, Any] | None:
+        """AUTH_GET_ACL (3009): the AclInfo, None when the user has no ACL."""
+        found = await self._auth_read(RequestCode.AUTH_GET_ACL, {"subject": subject})
+        return dict(found) if found else None
 
     async def list_acls(
         self, subject_filter: str | None = None, resource_filter: str | None = None

@@ -1,10 +1,14 @@
 """Access control in front of every gRPC call: the one place the endpoint checks it.
 
 A server interceptor wraps each MessagingService handler: the call's
-metadata is authenticated once, when it starts (``AclGate.grpc_authenticate``),
+metadata is authenticated when it starts (``AclGate.grpc_authenticate``),
 and each request message is authorized against the policy in force then
 (``AclGate.grpc_authorize``, with the resources of ``tidemq.grpc.access``),
-before the servicer sees it. The gate is the remoting port's, so both
+before the servicer sees it. A Telemetry stream's commands are each
+authenticated again as well, as RocketMQ 5.3's proxy does (its pipeline runs
+on every message: rocketmq-all-5.3.3 ``proxy/.../grpc/v2/
+GrpcMessagingApplication.java`` telemetry), without the clock window, which
+is the stream's start's business. The gate is the remoting port's, so both
 protocols share one policy, its reloads, its counters and its log lines.
 
 A refusal is the RPC's own response with only a ``Status``, gRPC status OK,
@@ -28,8 +32,10 @@ the TLS front (tls_front.py) grpc sees the front, and the front records the
 client (relayed_peers.py).
 
 Telemetry: a refused call gets one TelemetryCommand with the status and
-ends; a refused command (a Settings naming a topic the caller may not use)
-is not passed on, and the stream ends with its status.
+ends; a refused command (its user deleted or disabled or its password
+changed since the stream began, or a Settings naming a topic the caller may
+not use) is not passed on, and the stream ends with its status, as Java's
+``ResponseWriter.write`` ends it (onNext then onCompleted).
 """
 
 from __future__ import annotations
@@ -148,6 +154,12 @@ class AclInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         peer = str(context.peer())
         return self.real_peer(peer) if self.real_peer is not None else peer
 
+    def _authenticate_again(self, rpc: str, context: Any) -> GrpcCaller | Denial:
+        """The stream's headers against the users and accounts now, without the window."""
+        return self.gate.grpc_authenticate(
+            rpc, _metadata(context), peer_host(self._peer(context)), self.clock.now_ms(), None
+        )
+
     def _authorize(self, rpc: str, caller: GrpcCaller, request: Any) -> Denial | None:
         return self.gate.grpc_authorize(rpc, caller, lambda: needed_permissions(rpc, request))
 
@@ -192,7 +204,11 @@ class AclInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
             async def admitted() -> AsyncIterator[Any]:
                 async for request in requests:
-                    denial = self._authorize(rpc, caller, request)
+                    again = self._authenticate_again(rpc, context)
+                    if isinstance(again, Denial):
+                        denial: Denial | None = again
+                    else:
+                        denial = self._authorize(rpc, again, request)
                     if denial is not None:
                         refused.append(denial)
                         return  # the servicer sees the stream end

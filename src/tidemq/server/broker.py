@@ -386,7 +386,8 @@ class Broker:
         self._register_now = asyncio.Event()
         table = core.dispatch_table()
         if self.auth_store is not None:
-            table.update(AuthAdmin(self.auth_store).handlers())
+            is_super = self.acl.is_super if self.acl is not None else None
+            table.update(AuthAdmin(self.auth_store, is_super).handlers())
         gate.open(table)  # requests that arrived while the store opened
         assert self.server is not None
         self.server.use_handlers(table)  # later ones skip the gate

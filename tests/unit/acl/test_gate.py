@@ -57,6 +57,8 @@ def test_refusals_are_counted_per_reason_and_logged_once_per_client_and_reason(
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 3, lines
     assert all("pubSecret01" not in line and "bad-secret" not in line for line in lines)
+    signature = send("T", "bad-secret").ext_fields["Signature"]
+    assert all(signature not in line for line in lines)
     assert "broker-x: refused SEND_MESSAGE_V2 from 127.0.0.1 (bad_signature)" in lines[0]
 
 

@@ -82,14 +82,20 @@ def test_store_rules(store: AuthStore) -> None:
     with pytest.raises(UserNotFound, match="create user bob first"):
         store.create_acl("bob", [entry("Topic:a", "Pub")])
     with pytest.raises(AclNotFound):
-        store.update_acl("root", [entry("Topic:a", "Pub")])
+        store.delete_acl("root")
+    with pytest.raises(UserNotFound):
+        store.delete_acl("bob")
+    store.update_acl("root", [entry("Topic:a", "Pub")])  # RocketMQ: made when missing
+    assert [e.resource.key for e in store.get_acl("root").entries] == ["Topic:a"]
+    assert store.delete_user("bob") is False  # nothing to delete: no error, as in RocketMQ
     with pytest.raises(AuthModelError, match="last enabled Super user"):
         store.update_user("root", status=UserStatus.DISABLE)
     with pytest.raises(AuthModelError, match="last enabled Super user"):
         store.delete_user("root")
     store.delete_acl("alice", ["Topic:secret"])
     assert "Topic:secret" not in json.dumps(store.get_acl("alice").to_json())
-    store.delete_user("alice")  # its ACL goes with it
+    assert store.delete_user("alice") is True  # its ACL goes with it
+    store.delete_acl("root")
     assert store.list_acls() == [] and [u.username for u in store.list_users()] == ["root"]
 
 
@@ -136,7 +142,22 @@ def test_admin_requests_need_a_super_user_or_a_cluster_grant(store: AuthStore) -
     store.create_acl("alice", [entry("Cluster", "Update")])
     assert gate.check(admin_request(create, "alice", "aliceSecret1"), HOST) is None
     listing = admin_request(int(RequestCode.AUTH_LIST_USER), "alice", "aliceSecret1")
-    assert gate.check(listing, HOST) is not None  # List is not Update
+    assert gate.check(listing, HOST) is not None  # a list is Get, which Update is not
+    store.create_acl("alice", [entry("Cluster", "Get")])  # replaces the Cluster entry
+    for code in (RequestCode.AUTH_LIST_USER, RequestCode.AUTH_LIST_ACL, RequestCode.AUTH_GET_ACL):
+        assert gate.check(admin_request(int(code), "alice", "aliceSecret1"), HOST) is None
+    assert gate.check(admin_request(create, "alice", "aliceSecret1"), HOST) is not None
+
+
+def test_who_is_a_super_user(store: AuthStore) -> None:
+    """A Super user or a file admin account (RocketMQ's migration makes those Super)."""
+    gate = gate_over(store)
+    assert gate.is_super("root") and gate.is_super("adminKey01")
+    assert not gate.is_super("alice") and not gate.is_super("fileKey001")
+    assert not gate.is_super("nobody")
+    store.create_user(User("root2", "rootSecret2", UserType.SUPER))
+    store.update_user("root", status=UserStatus.DISABLE)
+    assert not gate.is_super("root") and gate.is_super("root2")
 
 
 def test_a_key_in_the_file_is_judged_by_the_file_only(store: AuthStore) -> None:

@@ -1,7 +1,7 @@
 """The interceptor in front of the gRPC handlers (fake handlers and context: pure logic):
 a refusal is the RPC's response with UNAUTHORIZED / FORBIDDEN and nothing reaches the
-handler; Telemetry is authenticated once and each command authorized; garbage headers
-are a refusal, never a crash."""
+handler; each Telemetry command is authenticated again (without the clock window) and
+authorized; garbage headers are a refusal, never a crash."""
 
 from __future__ import annotations
 
@@ -85,8 +85,10 @@ def signed(ak: str = "appKey0001", sk: str = "appSecret0001") -> list[tuple[str,
     return list(client_headers(ak, sk, now).items())
 
 
-async def wrapped(rpc: str, handlers: Handlers, gate: AclGate | None = None) -> Any:
-    interceptor = AclInterceptor(gate or AclGate(POLICY), CLOCK)
+async def wrapped(
+    rpc: str, handlers: Handlers, gate: AclGate | None = None, clock: ManualClock = CLOCK
+) -> Any:
+    interceptor = AclInterceptor(gate or AclGate(POLICY), clock)
     if rpc == "Telemetry":
         inner = grpc.stream_stream_rpc_method_handler(handlers.telemetry)
     elif rpc == "ReceiveMessage":
@@ -157,7 +159,7 @@ def publishing(*topics: str) -> Any:
     )
 
 
-async def test_telemetry_is_authenticated_once_and_each_command_authorized() -> None:
+async def test_each_telemetry_command_is_authorized() -> None:
     handlers = Handlers()
     handler = await wrapped("Telemetry", handlers)
     stream = handler.stream_stream(
@@ -168,6 +170,37 @@ async def test_telemetry_is_authenticated_once_and_each_command_authorized() -> 
     assert [r.status.code for r in replies] == [Code.OK, Code.FORBIDDEN]
     assert replies[-1].status.message == "No default permission for topic:Audit"
     assert handlers.seen == [publishing("Orders")]  # the refused one and after: not passed on
+
+
+async def test_each_telemetry_command_is_authenticated_again_without_the_clock_window() -> None:
+    """RocketMQ 5.3's proxy runs authentication on every message of the stream; its
+    headers are the stream's, so a secret changed since it began refuses the next
+    command, while its date, checked at the start, is not checked again."""
+    gate, clock = AclGate(POLICY), ManualClock()
+    handlers = Handlers()
+    handler = await wrapped("Telemetry", handlers, gate, clock)
+    moved = AclPolicy(
+        parse_plain_acl(
+            "accounts:\n"
+            "  - {accessKey: appKey0001, secretKey: newSecret0001, defaultTopicPerm: PUB}\n"
+        )
+    )
+
+    async def stream() -> AsyncIterator[Any]:
+        yield publishing("Orders")
+        clock.advance(3600)  # an hour later: past the 15-minute window
+        yield publishing("Orders")
+        gate.use(moved)  # the account's secret changes
+        yield publishing("Orders")
+        yield publishing("Orders")
+
+    now = datetime.fromtimestamp(clock.now_ms() / 1000, UTC)
+    metadata = list(client_headers("appKey0001", "appSecret0001", now).items())
+    replies = [r async for r in handler.stream_stream(stream(), Context(metadata))]
+    assert [r.status.code for r in replies] == [Code.OK, Code.OK, Code.UNAUTHORIZED]
+    assert replies[-1].status.message == "Check signature failed for accessKey=appKey0001"
+    assert handlers.seen == [publishing("Orders")] * 2
+    assert gate.refusals()["bad_signature"] == 1
 
 
 async def test_an_unauthenticated_telemetry_stream_gets_one_refusal() -> None:
