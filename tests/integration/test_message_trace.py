@@ -30,13 +30,13 @@ from tidemq.client.consumer.listener import (
 from tidemq.client.consumer.lite_pull import AsyncLitePullConsumer
 from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.client.model import PERM_READ, SendStatus
-from tidemq.client.producer import AsyncProducer, make_message
+from tidemq.client.producer import AsyncProducer, Producer, make_message
 from tidemq.client.trace import Timeline, trace_timeline
 from tidemq.client.transaction import AsyncTransactionProducer, LocalTransactionState
 from tidemq.common.message import Message, MessageExt
 from tidemq.testing.client_support import create_topic
 from tidemq.testing.processes import FAST_DELAY_LEVELS, ServerProcess, serve, server_env
-from tidemq.testing.waiting import eventually, unique_name
+from tidemq.testing.waiting import eventually, unique_name, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -452,3 +452,26 @@ def test_the_broker_creates_its_trace_topic_with_trace_topic_enable(tmp_path: Pa
 async def _found(server: ServerProcess, msg_id: str, trace_topic: str) -> Timeline | None:
     timeline = await trace_timeline(server.namesrv, msg_id, trace_topic)
     return timeline if timeline.found else None
+
+
+def test_every_kind_of_blocking_send_is_traced(server: ServerProcess) -> None:
+    topic, group = unique_name("TraceKindsT"), unique_name("TraceKindsP")
+    asyncio.run(create_topic(server.namesrv, topic))
+    with Producer(group, server.namesrv, enable_trace=True) as producer:
+        on_thread = producer.send(make_message(topic, "sync"))  # the calling thread's socket
+        via_loop = producer.send(make_message(topic, "chosen"), sharding_key="k")
+        later = producer.send_async(make_message(topic, "async")).result(timeout=60)
+        batch = producer.send_batch([make_message(topic, "b1"), make_message(topic, "b2")])
+        producer.send_oneway(make_message(topic, "oneway"))  # no answer: not traced (Java)
+    ids = [on_thread.msg_id, via_loop.msg_id, later.msg_id, *batch.msg_id.split(",")]
+    for msg_id in ids:
+        timeline = wait_until(
+            lambda msg_id=msg_id: asyncio.run(_found(server, msg_id, "RMQ_SYS_TRACE_TOPIC")),
+            f"the trace of {msg_id}",
+        )
+        [step] = timeline.sent
+        assert (step.group, step.topic, step.success) == (group, topic, True)
+    first, second = (
+        asyncio.run(trace_timeline(server.namesrv, msg_id)).sent[0] for msg_id in ids[3:]
+    )
+    assert first.offset_msg_id != second.offset_msg_id  # each message of the batch its own Pub

@@ -1231,6 +1231,12 @@ class Producer(BlockingClient[AsyncProducer]):
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(self._core.publish_queues(topic))
 
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The core's trace dispatcher (its `dropped`, `failed` and `sent` counters);
+        None unless tracing."""
+        return self._core.trace_dispatcher
+
     def shutdown(self) -> None:
         """Shut the core down, stop the loop thread, close the caller-thread sockets."""
         try:

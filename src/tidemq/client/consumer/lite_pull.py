@@ -75,6 +75,7 @@ from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.model import TopicRoute
 from tidemq.client.producer import check_trace_topic, start_trace_dispatcher
+from tidemq.client.trace.dispatcher import TraceDispatcher
 from tidemq.client.trace.hooks import ConsumeTracer
 from tidemq.client.trace.records import DEFAULT_TRACE_TOPIC
 from tidemq.common.message import MessageExt, MessageQueue
@@ -359,6 +360,11 @@ class AsyncLitePullConsumer(GroupClient):
             log.exception("%s: message trace could not start; polls are not traced", self._group)
             return
         self._tracer = ConsumeTracer(dispatcher, self._clock)
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The dispatcher of this consumer's trace records (None unless tracing)."""
+        return None if self._tracer is None else self._tracer.dispatcher
 
     @property
     def tracer(self) -> ConsumeTracer | None:
@@ -1004,6 +1010,12 @@ class LitePullConsumer(BlockingClient[AsyncLitePullConsumer]):
 
     def assignment(self) -> set[MessageQueue]:
         return self._call(self._core.assignment)
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The core's trace dispatcher (its `dropped`, `failed` and `sent` counters);
+        None unless tracing."""
+        return self._core.trace_dispatcher
 
     def buffered(self, mq: MessageQueue | None = None) -> int:
         return self._call(self._core.buffered, mq)

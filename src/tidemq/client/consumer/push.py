@@ -73,6 +73,7 @@ from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.model import TopicRoute
 from tidemq.client.producer import check_trace_topic, start_trace_dispatcher
+from tidemq.client.trace.dispatcher import TraceDispatcher
 from tidemq.client.trace.hooks import ConsumeTracer
 from tidemq.client.trace.records import DEFAULT_TRACE_TOPIC
 from tidemq.common.message import MessageQueue
@@ -357,6 +358,11 @@ class AsyncPushConsumer(GroupClient):
             )
             return
         self._tracer = ConsumeTracer(dispatcher, self._config.clock)
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The dispatcher of this consumer's trace records (None unless tracing)."""
+        return None if self._tracer is None else self._tracer.dispatcher
 
     @property
     def tracer(self) -> ConsumeTracer | None:
@@ -708,6 +714,12 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
 
     def register_listener(self, listener: Listener) -> None:
         self._core.register_listener(listener)
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The core's trace dispatcher (its `dropped`, `failed` and `sent` counters);
+        None unless tracing."""
+        return self._core.trace_dispatcher
 
     @property
     def suspended(self) -> bool:

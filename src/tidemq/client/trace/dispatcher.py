@@ -12,8 +12,8 @@ entries at a time, groups them by traced topic and sends each group as one
 trace message (several when the text passes 128,000 characters, Java's
 maxMsgSize): the body is the records' text, the keys are every traced msgId
 and message key, so a key query on the trace topic finds them. Sends run
-concurrently, at most `max_in_flight` at a time (Java: a pool of 2 to 4
-threads); a failed send is counted and logged, never raised. `shutdown`
+concurrently, at most `max_in_flight` (64) at a time (Java sends them
+asynchronously); a failed send is counted and logged, never raised. `shutdown`
 sends what is queued, then stops.
 """
 
@@ -62,8 +62,11 @@ MAX_TRACE_KEYS_CHARS = 16_000
 limited; Java sets no bound): msgIds first, then message keys, the rest left out."""
 DEFAULT_FLUSH_INTERVAL_S = 5.0
 """AsyncTraceDispatcher's flushTraceInterval."""
-DEFAULT_MAX_IN_FLIGHT = 4
-"""Java's traceExecutor has at most 4 threads."""
+DEFAULT_MAX_IN_FLIGHT = 64
+"""Trace sends at once. Java's are asynchronous sends (AsyncDataSendTask,
+traceProducer.send with a callback), bounded only by the producer's async
+semaphore; a small bound here would tie the trace rate to the broker's
+latency, which is long exactly when the client sends the most."""
 DEFAULT_DROP_LOG_EVERY = 1000
 DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
 """AsyncTraceDispatcher's WAIT_FOR_SHUTDOWN."""

@@ -52,12 +52,14 @@ log = logging.getLogger(__name__)
 _INT_MAX = 2**31 - 1
 _REQUEST_ID = "tidemq.trace.requestId"
 _STARTED_MS = "tidemq.trace.timestamp"
-_DELAY_KEYS = (
-    props.DELAY,
-    props.START_DELIVER_TIME,
-    props.TIMER_DELIVER_MS,
-    props.TIMER_DELAY_SEC,
-    props.TIMER_DELAY_MS,
+_DELAY_KEYS = frozenset(
+    {
+        props.DELAY,
+        props.START_DELIVER_TIME,
+        props.TIMER_DELIVER_MS,
+        props.TIMER_DELAY_SEC,
+        props.TIMER_DELAY_MS,
+    }
 )
 
 
@@ -75,7 +77,7 @@ def new_request_id() -> str:
 def message_type_of(message: Message) -> TraceMessageType:
     """As DefaultMQProducerImpl.sendKernelImpl sets the hook's message type."""
     properties = message.properties
-    if any(key in properties for key in _DELAY_KEYS):
+    if not _DELAY_KEYS.isdisjoint(properties):
         return TraceMessageType.DELAY
     if properties.get(props.TRAN_MSG) == "true":
         return TraceMessageType.TRANS_HALF
