@@ -69,6 +69,9 @@ _EXPORTS: dict[str, str] = {
     "MachineRoomNearby": "tidemq.client._core.allocation",
     # administration
     "AdminClient": "tidemq.client.admin",
+    # message trace
+    "Timeline": "tidemq.client.trace",
+    "trace_timeline": "tidemq.client.trace",
 }
 
 __all__ = [
@@ -108,12 +111,14 @@ __all__ = [
     "SendStatus",
     "SimpleConsumer",
     "SubscriptionSpec",
+    "Timeline",
     "TlsConfig",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
     "__version__",
     "make_message",
+    "trace_timeline",
 ]
 
 if TYPE_CHECKING:
@@ -145,6 +150,7 @@ if TYPE_CHECKING:
     from tidemq.client.instance import ClientConfig
     from tidemq.client.model import SendResult, SendStatus
     from tidemq.client.producer import AsyncProducer, MessageQueueSelector, Producer, make_message
+    from tidemq.client.trace import Timeline, trace_timeline
     from tidemq.client.transaction import (
         AsyncTransactionProducer,
         LocalTransactionState,

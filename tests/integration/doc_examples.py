@@ -28,6 +28,7 @@ RUN_BY = {
     ("grpc.md", "js"): "tests/integration/test_grpc_docs.py",
     ("spark.md", "python"): "tests/integration/test_spark_docs.py",
     ("tls.md", "python"): "tests/integration/test_tls_docs.py",
+    ("trace.md", "python"): "tests/integration/test_trace_docs.py",
 }
 """(doc, language) -> the test that runs those blocks."""
 

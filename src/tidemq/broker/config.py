@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.broker import tls_settings
+from tidemq.common.names import validate_topic_name
 from tidemq.store.config import DEFAULT_DELAY_LEVELS, FlushMode
 from tidemq.transport.tls import ServerTls, TlsConfig
 
@@ -36,6 +37,12 @@ class BrokerConfig:
     """On in standalone mode, off in cluster mode."""
     default_topic_queue_nums: int = 4
     auto_create_subscription_group: bool = True
+    trace_topic_enable: bool = False
+    """Create the message-trace topic `msg_trace_topic_name` at start (1 queue, a
+    system topic), as RocketMQ's BrokerConfig.traceTopicEnable; off, the topic
+    is created by the first trace sent, when topics are auto-created."""
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    """BrokerConfig.msgTraceTopicName: the topic `trace_topic_enable` creates."""
     flush_mode: FlushMode = FlushMode.ASYNC
     register_interval_s: float = 30.0
     client_expiry_s: float = 120.0
@@ -172,6 +179,9 @@ class BrokerConfig:
             )
         if not 0 < self.disk_max_used_ratio <= 1 or self.retention_interval_s <= 0:
             raise ValueError("disk_max_used_ratio must be in (0, 1], retention_interval_s > 0")
+        problem = validate_topic_name(self.msg_trace_topic_name)
+        if problem is not None:
+            raise ValueError(f"msg_trace_topic_name: {problem}")
         if self.short_polling_time_ms < 1:
             raise ValueError(f"short_polling_time_ms={self.short_polling_time_ms}: must be >= 1")
         if not 0 <= self.min_invisible_time_mills_for_recv <= MAX_INVISIBLE_TIME_MS:

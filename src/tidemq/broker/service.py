@@ -102,6 +102,7 @@ class BrokerService:
             cluster_name=config.cluster_name,
             auto_create_topic=config.auto_create_topic,
             default_topic_queue_nums=config.default_topic_queue_nums,
+            trace_topic=config.msg_trace_topic_name if config.trace_topic_enable else None,
             schedule_queue_nums=len(self.delay_levels_ms),
             clock=clock,
             on_change=on_topics_change,

@@ -17,7 +17,13 @@ characters, and the reserved system topics cannot be created or deleted
 through the admin path. System topics made at load: TBW102 (perm 7, the
 auto-create template, only when auto-creation is on), SCHEDULE_TOPIC_XXXX
 (one queue per delay level), SELF_TEST_TOPIC and OFFSET_MOVED_EVENT (1
-queue), and the cluster-name and broker-name topics (1 queue, inheritable).
+queue), the cluster-name and broker-name topics (1 queue, inheritable), and
+with `trace_topic` the message-trace topic (1 queue; Java's TopicConfigManager
+with traceTopicEnable, which also makes the name a system topic).
+
+RMQ_SYS_TRACE_TOPIC is a system topic that a send may still create from the
+template when auto-creation is on (Java's createTopicInSendMessageMethod
+refuses no system topic): that is how Java's trace producers get it.
 """
 
 from __future__ import annotations
@@ -294,6 +300,7 @@ class TopicConfigManager(PersistedTable):
         schedule_queue_nums: int = 18,
         clock: Clock = SYSTEM_CLOCK,
         on_change: Callable[[], None] | None = None,
+        trace_topic: str | None = None,
     ) -> None:
         self.path = config_dir / TOPICS_FILE
         self.unsaved = False
@@ -303,6 +310,8 @@ class TopicConfigManager(PersistedTable):
         self.auto_create_topic = auto_create_topic
         self.default_topic_queue_nums = max(1, default_topic_queue_nums)
         self.schedule_queue_nums = schedule_queue_nums
+        self.trace_topic = trace_topic
+        """The message-trace topic made at load (trace_topic_enable), or None."""
         self.clock = clock
         self.on_change = on_change
         self.data_version = DataVersion()
@@ -339,7 +348,18 @@ class TopicConfigManager(PersistedTable):
         if self.auto_create_topic:
             nums = self.default_topic_queue_nums
             topics.append(TopicConfig(AUTO_CREATE_TOPIC_KEY, nums, nums, PERM_INHERIT | 6))
+        if self.trace_topic is not None:
+            topics.append(TopicConfig(self.trace_topic, 1, 1))
         return topics
+
+    def is_system(self, topic: str) -> bool:
+        """A reserved topic of this broker: the system topics, its cluster and
+        broker names, and its trace topic."""
+        return is_system_topic(topic) or topic in (
+            self.cluster_name,
+            self.broker_name,
+            self.trace_topic,
+        )
 
     def serialize(self) -> dict[str, Any]:
         """The TopicConfigSerializeWrapper JSON (file, registration, admin)."""
@@ -378,10 +398,7 @@ class TopicConfigManager(PersistedTable):
         problem = validate_topic_name(config.topic_name)
         if problem is not None:
             raise TopicError(problem)
-        if not allow_system and (
-            is_system_topic(config.topic_name)
-            or config.topic_name in (self.cluster_name, self.broker_name)
-        ):
+        if not allow_system and self.is_system(config.topic_name):
             raise TopicError(f"The topic[{config.topic_name}] is conflict with system topic.")
         if config.read_queue_nums < 0 or config.write_queue_nums < 0:
             raise TopicError("queue numbers must not be negative")
@@ -396,7 +413,7 @@ class TopicConfigManager(PersistedTable):
 
     def delete(self, topic: str) -> bool:
         """Remove a topic's config (DELETE_TOPIC_IN_BROKER); False if it was unknown."""
-        if is_system_topic(topic) or topic in (self.cluster_name, self.broker_name):
+        if self.is_system(topic):
             raise TopicError(f"The topic[{topic}] is a system topic and cannot be deleted.")
         if self._table.pop(topic, None) is None:
             return False
@@ -414,7 +431,9 @@ class TopicConfigManager(PersistedTable):
         existing = self._table.get(topic)
         if existing is not None:
             return existing
-        if validate_topic_name(topic) is not None or is_system_topic(topic):
+        if validate_topic_name(topic) is not None:
+            return None
+        if is_system_topic(topic) and topic != TRACE_TOPIC:
             return None
         template = self._table.get(default_topic)
         if template is None or not is_inherited(template.perm):

@@ -1,5 +1,6 @@
-"""Message commands: `tidemq send`, `recall`, `consume` and `message query`,
-over tidemq.client.admin.AdminClient.
+"""Message commands: `tidemq send`, `recall`, `consume`, `message query` and
+`message trace`, over tidemq.client.admin.AdminClient (and, for traces,
+tidemq.client.trace.trace_timeline).
 
 Messages are printed one per line for people (never as table cells: their
 ids must come out whole, whatever the terminal's width) and as JSON objects
@@ -26,7 +27,11 @@ from tidemq.cli.plumbing import (
     run_admin,
 )
 from tidemq.client.admin import AdminClient, AdminError, KeyQueryResult
+from tidemq.client.trace import DEFAULT_TRACE_TOPIC, Timeline, trace_timeline
+from tidemq.client.trace.reader import DEFAULT_MAX_TRACE_MESSAGES
+from tidemq.client.trace.timeline import Delivery, GroupTrace
 from tidemq.common.message import MessageExt
+from tidemq.common.message_id import offset_message_id_address
 from tidemq.common.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from tidemq.protocol import ResponseCode
 
@@ -366,6 +371,142 @@ def cut_notice(found: KeyQueryResult, key: str, max_num: int) -> str | None:
             "second than one index query returns, so some may be missing"
         )
     return None
+
+
+# -- message trace -----------------------------------------------------------------------
+
+
+@message_group.command("trace")
+@click.argument("msg_id")
+@click.option(
+    "--trace-topic",
+    default=DEFAULT_TRACE_TOPIC,
+    show_default=True,
+    help="The topic the clients traced to (their trace_topic).",
+)
+@click.option(
+    "--max",
+    "max_num",
+    type=click.IntRange(1, 64 * 1024),
+    default=DEFAULT_MAX_TRACE_MESSAGES,
+    show_default=True,
+    help="Read at most this many trace messages (the newest).",
+)
+@admin_options
+def message_trace(
+    msg_id: str, trace_topic: str, max_num: int, namesrv: list[str], as_json: bool
+) -> None:
+    """Show what happened to message MSG_ID (the msg_id a send prints): who sent
+    it, when and how long it took, where it was stored, each consumer group's
+    deliveries with their retries and outcome, a dead letter, a transaction's
+    end. Read from the message traces clients with enable_trace=True wrote."""
+
+    async def read(admin: AdminClient) -> Timeline:
+        timeline = await trace_timeline(admin, msg_id, trace_topic, max_trace_messages=max_num)
+        if timeline.found or offset_message_id_address(msg_id.strip()) is None:
+            return timeline
+        # An offset_msg_id: the traces name the client id, which the stored message holds.
+        try:
+            stored = await admin.view_by_id(msg_id.strip())
+        except AdminError:
+            return timeline
+        if not stored.unique_key:
+            return timeline
+        return await trace_timeline(
+            admin, stored.unique_key, trace_topic, max_trace_messages=max_num
+        )
+
+    timeline = run_admin(namesrv, read)
+    if not timeline.found:
+        why = " ".join(timeline.notes) or (
+            "no trace record names it: was it sent or consumed by a client with "
+            "enable_trace=True, and is MSG_ID the msg_id (client id) a send returned?"
+        )
+        abort(f"no trace of message {msg_id} in {trace_topic}: {why}", ResponseCode.NO_MESSAGE)
+    if as_json:
+        emit(timeline.to_json(), as_json=True)
+        return
+    for line in timeline_lines(timeline):
+        click.echo(line)
+    for note in timeline.notes:
+        errors.print(note, highlight=False, soft_wrap=True)
+    for reason in timeline.skipped:
+        errors.print(f"unreadable trace record skipped: {reason}", highlight=False, soft_wrap=True)
+
+
+def _ms(value: int | None) -> str:
+    return "-" if value is None else f"{value} ms"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def timeline_lines(timeline: Timeline) -> list[str]:
+    """A Timeline for people: one line per step, ids whole."""
+    lines = [
+        f"message {timeline.msg_id}"
+        + (f" of topic {timeline.topic}" if timeline.topic else "")
+        + f"  ({_plural(timeline.trace_messages, 'trace message')} in {timeline.trace_topic})"
+    ]
+    for sent in timeline.sent:
+        lines.append(
+            f"  sent      {iso_time(sent.timestamp_ms)}  group {sent.group}  "
+            f"client {sent.client_host}  cost {_ms(sent.cost_ms)}  "
+            f"{'SEND_OK' if sent.success else 'not SEND_OK'}  {sent.message_type}"
+            + (f"  tags {sent.tags}" if sent.tags else "")
+            + (f"  keys {sent.keys}" if sent.keys else "")
+        )
+    stored = timeline.stored
+    if stored is not None:
+        where = f"on {stored.store_host}"
+        if stored.queue_id is not None:
+            where += f"  queue {stored.queue_id} offset {stored.queue_offset}"
+        when = iso_time(stored.store_timestamp_ms or 0)
+        lines.append(f"  stored    {when}  {where}  offset_msg_id {stored.offset_msg_id}")
+    for step in timeline.transactions:
+        check = "  (answering a broker check)" if step.from_transaction_check else ""
+        lines.append(
+            f"  end transaction  {iso_time(step.timestamp_ms)}  group {step.group}  "
+            f"client {step.client_host}  {step.state}  "
+            f"transaction_id {step.transaction_id or '-'}{check}"
+        )
+    for recall in timeline.recalls:
+        lines.append(
+            f"  recalled  {iso_time(recall.timestamp_ms)}  group {recall.group}  "
+            f"client {recall.client_host}  {'ok' if recall.success else 'refused'}"
+        )
+    if not timeline.groups:
+        lines.append("  no consumer group's delivery is traced")
+    for group in timeline.groups:
+        lines.append(f"  consumer group {group.group}: {_group_summary(group)}")
+        lines.extend(f"    {_delivery_line(d)}" for d in group.deliveries)
+        if group.dead_letter is not None:
+            lines.append(
+                f"    dead letter  {iso_time(group.dead_letter.store_timestamp_ms)}  "
+                f"in {group.dead_letter.topic}  offset_msg_id {group.dead_letter.offset_msg_id}"
+            )
+    return lines
+
+
+def _group_summary(group: GroupTrace) -> str:
+    retries = _plural(group.retries, "retry").replace("retrys", "retries")
+    deliveries = _plural(len(group.deliveries), "delivery").replace("deliverys", "deliveries")
+    return f"{group.status} ({deliveries}, {retries})"
+
+
+def _delivery_line(delivery: Delivery) -> str:
+    if delivery.success is None:
+        outcome = "no outcome traced yet"
+    else:
+        outcome = "succeeded" if delivery.success else "failed"
+        if delivery.return_type is not None:
+            outcome += f" ({delivery.return_type})"
+    retry = "-" if delivery.retry_times < 0 else str(delivery.retry_times)
+    return (
+        f"#{delivery.attempt}  {iso_time(delivery.timestamp_ms)}  client {delivery.client_host}  "
+        f"retry {retry}  cost {_ms(delivery.cost_ms)}  {outcome}"
+    )
 
 
 MESSAGE_COMMANDS: tuple[click.Command, ...] = (message_group, send, recall, consume)

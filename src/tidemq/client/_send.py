@@ -450,6 +450,7 @@ def send_result(
         ) from None
     transaction_id = fields.get("transactionId")
     recall_handle = fields.get("recallHandle")
+    region = fields.get(props.MSG_REGION)
     return SendResult(  # positional: the hot path of every send
         status,
         prepared.msg_id,
@@ -460,6 +461,8 @@ def send_result(
         queue_offset,
         None if transaction_id is None else _optional_text(transaction_id),
         None if recall_handle is None else _optional_text(recall_handle),
+        None if region is None else _optional_text(region),
+        fields.get(props.TRACE_ON) != "false",  # Java: !"false".equals(traceOn)
     )
 
 

@@ -232,6 +232,10 @@ class SendResult:
     """A half message's transaction id (transactional sends only)."""
     recall_handle: str | None = None
     """Pass to `recall` to cancel a timer message before it is due."""
+    region_id: str | None = None
+    """The broker's region (MSG_REGION of the answer), for message traces."""
+    trace_on: bool = True
+    """False when the broker asks clients not to trace (TRACE_ON=false)."""
 
 
 def broker_data_from_json(raw: Mapping[str, Any]) -> BrokerData:

@@ -18,7 +18,11 @@ Behaviour follows Java's DefaultMQProducer (4.9.x):
   without a task (written at once, ended by the answer's callback);
   `send_oneway` tries once;
 * bodies of at least `compress_over_bytes` travel zlib-compressed; every
-  message gets a unique id (UNIQ_KEY) unless it has one.
+  message gets a unique id (UNIQ_KEY) unless it has one;
+* with `enable_trace`, every send the broker answers (sync, async, batch,
+  from a calling thread; not oneway, as Java) is recorded as a Pub trace
+  record in `trace_topic` (tidemq.client.trace), by a trace producer sharing
+  this producer's ClientInstance, in the background.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import functools
+import itertools
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
@@ -52,11 +57,15 @@ from tidemq.client._send import (
     make_message,
     route_from_template,
     send_result,
+    topic_problem,
 )
 from tidemq.client._wire import CALL_FAILURES, call, call_error
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.model import SendResult, SendStatus, TopicRoute
+from tidemq.client.trace.dispatcher import TraceDispatcher
+from tidemq.client.trace.hooks import SendTracer
+from tidemq.client.trace.records import DEFAULT_TRACE_TOPIC
 from tidemq.common import properties as props
 from tidemq.common.message import MAX_MESSAGE_SIZE, Message, MessageQueue
 from tidemq.common.message_id import UniqueIdGenerator, host_bytes
@@ -71,7 +80,9 @@ __all__ = [
     "MessageQueueSelector",
     "Producer",
     "SendCallback",
+    "check_trace_topic",
     "make_message",
+    "start_trace_dispatcher",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,6 +96,46 @@ MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQ
 """Java's MessageQueueSelector.select(mqs, msg, arg): picks one of the topic's writable queues."""
 SendCallback = Callable[[SendResult | BaseException], None]
 """Called once with the SendResult, or the exception the send ended with."""
+
+TRACE_PRODUCER_GROUP_PREFIX = "_INNER_TRACE_PRODUCER"
+"""TraceConstants.GROUP_NAME_PREFIX: trace producers are named
+`_INNER_TRACE_PRODUCER-<group>-<PRODUCE|CONSUME>-<n>` (AsyncTraceDispatcher)."""
+TRACE_SEND_TIMEOUT_S = 5.0
+"""AsyncTraceDispatcher's trace producer: sendMsgTimeout 5000 ms."""
+_trace_producers = itertools.count(1)
+
+
+def check_trace_topic(trace_topic: object) -> str:
+    """`trace_topic` if traces can be sent there, else ValueError."""
+    problem = topic_problem(trace_topic)
+    if problem is not None:
+        raise ValueError(f"trace_topic: {problem}")
+    assert isinstance(trace_topic, str)
+    return trace_topic
+
+
+def trace_producer_group(host_group: str, kind: str) -> str:
+    """The group of a client's trace producer (unique in the process, <= 255 characters)."""
+    suffix = f"-{kind}-{next(_trace_producers)}"
+    room = 255 - len(TRACE_PRODUCER_GROUP_PREFIX) - 1 - len(suffix)
+    return f"{TRACE_PRODUCER_GROUP_PREFIX}-{host_group[:room]}{suffix}"
+
+
+async def start_trace_dispatcher(
+    instance: ClientInstance, host_group: str, kind: str, trace_topic: str
+) -> TraceDispatcher:
+    """A started TraceDispatcher sending through a producer of its own on the
+    started `instance` (shared: no extra connections); shutting the dispatcher
+    down shuts that producer down. `kind`: "PRODUCE" or "CONSUME"."""
+    producer = AsyncProducer(
+        trace_producer_group(host_group, kind),
+        client_instance=instance,
+        send_timeout_s=TRACE_SEND_TIMEOUT_S,
+    )
+    await producer.start()
+    dispatcher = TraceDispatcher(producer.send, trace_topic, on_close=producer.shutdown)
+    dispatcher.start()
+    return dispatcher
 
 
 @dataclass(slots=True)
@@ -107,6 +158,11 @@ class AsyncProducer(GroupClient):
     owner (for example a consumer's send-back fallback); the producer then
     neither starts nor closes it. Otherwise the producer owns a ClientInstance
     made from `client_config` (or from `namesrv` and `instance_name`).
+
+    `enable_trace=True` records every answered send in `trace_topic`
+    (RMQ_SYS_TRACE_TOPIC by default) in RocketMQ's message-trace format, so
+    `tidemq message trace MSGID` (or `tidemq.client.trace.trace_timeline`)
+    shows it; tracing runs in the background and never delays or fails a send.
     """
 
     _kind = "producer"
@@ -130,8 +186,11 @@ class AsyncProducer(GroupClient):
         credentials: Credentials | None = None,
         tls: bool | TlsConfig | None = None,
         client_instance: ClientInstance | None = None,
+        enable_trace: bool = False,
+        trace_topic: str = DEFAULT_TRACE_TOPIC,
     ) -> None:
         check_group(group, "producer")
+        check_trace_topic(trace_topic)
         if send_timeout_s <= 0:
             raise ValueError("send_timeout_s must be positive")
         if retry_times_when_send_failed < 0 or retry_times_when_send_async_failed < 0:
@@ -175,6 +234,10 @@ class AsyncProducer(GroupClient):
         )
         """The open connection to an address, if any (a remoting without a
         pool, such as a test double, always goes through `call`)."""
+        self.enable_trace = enable_trace
+        self.trace_topic = trace_topic
+        self._tracer: SendTracer | None = None
+        """Set at start with `enable_trace`: records each answered send."""
         self._state = "created"
 
     # -- life cycle ---------------------------------------------------------------------
@@ -197,7 +260,31 @@ class AsyncProducer(GroupClient):
         if self._owns_instance:
             await self._instance.start()
         self._instance.register_producer(self)
+        if self.enable_trace:
+            await self._start_tracing()
         self._state = "running"
+
+    async def _start_tracing(self) -> None:
+        """Start the trace dispatcher; a failure leaves the producer untraced (as Java)."""
+        try:
+            dispatcher = await start_trace_dispatcher(
+                self._instance, self._group, "PRODUCE", self.trace_topic
+            )
+        except Exception:
+            log.exception("%s: message trace could not start; sends are not traced", self._group)
+            return
+        self._tracer = SendTracer(
+            dispatcher, self._group, self._clock, self._instance.master_address
+        )
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The dispatcher of this producer's trace records (None unless tracing)."""
+        return None if self._tracer is None else self._tracer.dispatcher
+
+    @property
+    def tracer(self) -> SendTracer | None:
+        return self._tracer
 
     async def shutdown(self) -> None:
         """Let in-flight async sends finish (up to send_timeout_s), leave the
@@ -212,6 +299,8 @@ class AsyncProducer(GroupClient):
             for send in list(self._direct):
                 send.cancel()
             await self._sends.cancel_all()
+            if self._tracer is not None:  # the last traces go out before the connections close
+                await self._tracer.dispatcher.shutdown()
             await self._instance.unregister(producer_group=self._group)
         finally:
             self._state = "closed"
@@ -256,12 +345,47 @@ class AsyncProducer(GroupClient):
         prepared = self._codec.prepare(message)
         timeout = self.send_timeout_s if timeout_s is None else timeout_s
         if queue is None and selector is None and sharding_key is None:
-            return await self._send_with_retries(
+            sending = self._send_with_retries(
                 prepared, timeout, 1 + self.retry_times_when_send_failed, retry_codes=True
             )
-        return await self._send_to_chosen(
-            prepared, message, queue, selector, arg, sharding_key, timeout
-        )
+        else:
+            sending = self._send_to_chosen(
+                prepared, message, queue, selector, arg, sharding_key, timeout
+            )
+        if self._tracer is None:
+            return await sending
+        return await self._traced(sending, message, len(prepared.body))
+
+    async def _traced(
+        self,
+        sending: Coroutine[Any, Any, SendResult],
+        message: Message,
+        body_length: int,
+        started_ms: int | None = None,
+    ) -> SendResult:
+        """`sending`'s result, recorded as a Pub trace record (the send began at
+        `started_ms`, or now)."""
+        if started_ms is None:
+            started_ms = self._clock.now_ms()
+        result = await sending
+        if self._tracer is not None:
+            self._tracer.sent(message, body_length, result, started_ms)
+        return result
+
+    def _trace_when_done(
+        self, future: asyncio.Future[SendResult], message: Message, body_length: int
+    ) -> None:
+        """Record an async send once its future ends with a result."""
+        tracer = self._tracer
+        if tracer is None:
+            return
+        started_ms = self._clock.now_ms()
+
+        def done(finished: asyncio.Future[SendResult]) -> None:
+            if not finished.cancelled() and finished.exception() is None:
+                tracer.sent(message, body_length, finished.result(), started_ms)
+
+        future.add_done_callback(done)
 
     def send_async(
         self,
@@ -285,16 +409,20 @@ class AsyncProducer(GroupClient):
         # Prepared here, not in a task: a message that fails its checks still
         # ends the returned future (through `_failed`).
         coro: Coroutine[Any, Any, SendResult]
+        body_length = 0
         try:
             prepared = self._codec.prepare(message)
         except Exception as exc:
             coro = _failed(exc)
         else:
+            body_length = len(prepared.body)
             timeout = self.send_timeout_s if timeout_s is None else timeout_s
             if queue is None and selector is None and sharding_key is None:
                 attempts = 1 + self.retry_times_when_send_async_failed
                 direct, progress = self._send_direct(prepared, timeout, attempts)
                 if direct is not None:
+                    if self._tracer is not None:
+                        self._trace_when_done(direct, message, body_length)
                     if callback is not None:
                         direct.add_done_callback(functools.partial(_deliver, callback))
                     return direct
@@ -306,6 +434,8 @@ class AsyncProducer(GroupClient):
                     prepared, message, queue, selector, arg, sharding_key, timeout
                 )
         task: asyncio.Future[SendResult] = self._sends.spawn(coro)
+        if self._tracer is not None and body_length:
+            self._trace_when_done(task, message, body_length)
         if callback is not None:
             task.add_done_callback(functools.partial(_deliver, callback))
         return task
@@ -324,12 +454,16 @@ class AsyncProducer(GroupClient):
         prepared = self._codec.prepare(message)
         timeout = self.send_timeout_s if timeout_s is None else timeout_s
         if queue is None and selector is None and sharding_key is None:
-            return await self._send_with_retries(
+            sending = self._send_with_retries(
                 prepared, timeout, 1 + self.retry_times_when_send_async_failed, retry_codes=False
             )
-        return await self._send_to_chosen(
-            prepared, message, queue, selector, arg, sharding_key, timeout
-        )
+        else:
+            sending = self._send_to_chosen(
+                prepared, message, queue, selector, arg, sharding_key, timeout
+            )
+        if self._tracer is None:
+            return await sending
+        return await self._traced(sending, message, len(prepared.body))
 
     async def send_oneway(
         self,
@@ -373,10 +507,24 @@ class AsyncProducer(GroupClient):
         prepared = self._codec.prepare_batch(messages)
         timeout = self.send_timeout_s if timeout_s is None else timeout_s
         if queue is None:
-            return await self._send_with_retries(
+            sending = self._send_with_retries(
                 prepared, timeout, 1 + self.retry_times_when_send_failed, retry_codes=True
             )
-        return await self._send_to_chosen(prepared, messages[0], queue, None, None, None, timeout)
+        else:
+            sending = self._send_to_chosen(prepared, messages[0], queue, None, None, None, timeout)
+        return await self._traced_batch(sending, messages)
+
+    async def _traced_batch(
+        self, sending: Coroutine[Any, Any, SendResult], messages: Sequence[Message]
+    ) -> SendResult:
+        """`sending`'s result, recorded as one Pub trace record per message when tracing."""
+        if self._tracer is None:
+            return await sending
+        started_ms = self._clock.now_ms()
+        result = await sending
+        if self._tracer is not None:
+            self._tracer.sent_batch(messages, result, started_ms)
+        return result
 
     async def send_halves(
         self,
@@ -400,7 +548,9 @@ class AsyncProducer(GroupClient):
             self._codec.prepare_batch(messages), code=RequestCode.TIDEMQ_SEND_HALF_BATCH
         )
         timeout = self.send_timeout_s if timeout_s is None else timeout_s
-        return await self._send_to_chosen(prepared, messages[0], queue, None, None, None, timeout)
+        return await self._traced_batch(
+            self._send_to_chosen(prepared, messages[0], queue, None, None, None, timeout), messages
+        )
 
     async def publish_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues a send to `topic` chooses from (Java fetchPublishMessageQueues)."""
@@ -639,6 +789,19 @@ class AsyncProducer(GroupClient):
         position, fault records, unique ids under their lock)."""
         self._check_running()
         prepared = self._codec.prepare(message)
+        if self._tracer is not None:
+            started_ms = self._clock.now_ms()
+            outcome = self._send_prepared_from_thread(prepared, channels, timeout_s)
+            if isinstance(outcome, SendResult):
+                self._tracer.sent(message, len(prepared.body), outcome, started_ms)
+                return outcome
+            return self._traced(outcome, message, len(prepared.body), started_ms)
+        return self._send_prepared_from_thread(prepared, channels, timeout_s)
+
+    def _send_prepared_from_thread(
+        self, prepared: PreparedSend, channels: BlockingChannels, timeout_s: float | None
+    ) -> SendResult | Coroutine[Any, Any, SendResult]:
+        """`send_from_thread` after the message was prepared."""
         timeout = self.send_timeout_s if timeout_s is None else timeout_s
         attempts = 1 + self.retry_times_when_send_failed
         info = self._publish.get(prepared.topic)
@@ -955,6 +1118,8 @@ class Producer(BlockingClient[AsyncProducer]):
         credentials: Credentials | None = None,
         tls: bool | TlsConfig | None = None,
         caller_thread_connections: int = DEFAULT_CALLER_THREAD_CONNECTIONS,
+        enable_trace: bool = False,
+        trace_topic: str = DEFAULT_TRACE_TOPIC,
     ) -> None:
         if caller_thread_connections < 0:
             raise ValueError("caller_thread_connections must not be negative")
@@ -975,6 +1140,8 @@ class Producer(BlockingClient[AsyncProducer]):
             client_config=client_config,
             credentials=credentials,
             tls=tls,
+            enable_trace=enable_trace,
+            trace_topic=trace_topic,
         )
         super().__init__(build, thread_name=f"tidemq-producer-{group}")
         if caller_thread_connections:
@@ -1063,6 +1230,12 @@ class Producer(BlockingClient[AsyncProducer]):
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(self._core.publish_queues(topic))
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The core's trace dispatcher (its `dropped`, `failed` and `sent` counters);
+        None unless tracing."""
+        return self._core.trace_dispatcher
 
     def shutdown(self) -> None:
         """Shut the core down, stop the loop thread, close the caller-thread sockets."""

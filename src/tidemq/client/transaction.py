@@ -109,6 +109,9 @@ class ProducerOptions(TypedDict, total=False):
     tls: bool | TlsConfig | None
     client_instance: ClientInstance | None
     """Async only: a started ClientInstance shared with its owner."""
+    enable_trace: bool
+    """Trace the half messages (Pub) and the transactions' ends (EndTransaction)."""
+    trace_topic: str
 
 
 class LocalTransactionState(enum.Enum):
@@ -296,7 +299,7 @@ class AsyncTransactionProducer(AsyncProducer):
             )
             state = LocalTransactionState.ROLLBACK_MESSAGE
         try:
-            await self._end_transaction(result, transaction_id, state)
+            await self._end_transaction(message, result, transaction_id, state)
         except ClientError as exc:
             log.warning(
                 "%s: local transaction %s ended %s, but telling the broker failed (%s); "
@@ -316,11 +319,17 @@ class AsyncTransactionProducer(AsyncProducer):
             queue_offset=result.queue_offset,
             transaction_id=transaction_id,
             recall_handle=result.recall_handle,
+            region_id=result.region_id,
+            trace_on=result.trace_on,
             local_transaction_state=state,
         )
 
     async def _end_transaction(
-        self, result: SendResult, transaction_id: str, state: LocalTransactionState
+        self,
+        message: Message,
+        result: SendResult,
+        transaction_id: str,
+        state: LocalTransactionState,
     ) -> None:
         """END_TRANSACTION (oneway) to the master that stored the half."""
         try:
@@ -340,6 +349,15 @@ class AsyncTransactionProducer(AsyncProducer):
             topic=result.topic,
         )
         address = await self.client_instance.require_master(result.broker_name, result.topic)
+        if self.tracer is not None:  # Java's EndTransactionTraceHookImpl runs before the request
+            self.tracer.transaction_ended(
+                message,
+                result.msg_id,
+                transaction_id,
+                state.value,
+                from_check=False,
+                broker_address=address,
+            )
         await self.client_instance.invoke_oneway(
             address, RequestCode.END_TRANSACTION, encode_header(header)
         )
@@ -390,6 +408,15 @@ class AsyncTransactionProducer(AsyncProducer):
             transaction_id=header.transaction_id,
             topic=message.topic,
         )
+        if self.tracer is not None:
+            self.tracer.transaction_ended(
+                message,
+                unique_key,
+                header.transaction_id,
+                state.value,
+                from_check=True,
+                broker_address=broker_address,
+            )
         try:
             await self.client_instance.invoke_oneway(
                 broker_address, RequestCode.END_TRANSACTION, encode_header(answer)

@@ -122,6 +122,8 @@ def send_properties(message: pb.Message, producer_group: str) -> dict[str, str]:
         properties[props.TAGS] = system.tag
     if system.keys:
         properties[props.KEYS] = props.KEY_SEPARATOR.join(system.keys)
+    if system.trace_context:  # an OpenTelemetry traceparent, kept for the consumer (as the proxy)
+        properties[props.TRACE_CONTEXT] = system.trace_context
     if not system.message_id.strip():
         raise ConvertError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
     properties[props.UNIQ_KEY] = system.message_id
@@ -226,6 +228,9 @@ def delivered_message(
     group = properties.get(props.SHARDING_KEY)
     if group:
         system.message_group = group
+    trace_context = properties.get(props.TRACE_CONTEXT)
+    if trace_context:
+        system.trace_context = trace_context
     deliver_ms = properties.get(props.TIMER_DELIVER_MS)
     if deliver_ms and deliver_ms.isdigit():
         system.delivery_timestamp.CopyFrom(timestamp_of(int(deliver_ms)))

@@ -23,3 +23,18 @@ def test_min_invisible_time_for_receive_out_of_range_is_refused(tmp_path: Path, 
     problem = r"min_invisible_time_mills_for_recv=.*: must be 0\.\.43200000"
     with pytest.raises(ValueError, match=problem):
         BrokerConfig(data_dir=tmp_path, min_invisible_time_mills_for_recv=value)
+
+
+def test_trace_topic_settings_default_as_rocketmqs_broker_config(tmp_path: Path) -> None:
+    # BrokerConfig.java: traceTopicEnable = false, msgTraceTopicName = RMQ_SYS_TRACE_TOPIC
+    config = BrokerConfig(data_dir=tmp_path)
+    assert (config.trace_topic_enable, config.msg_trace_topic_name) == (
+        False,
+        "RMQ_SYS_TRACE_TOPIC",
+    )
+    overrides = BrokerConfig.parse_overrides(
+        ["trace_topic_enable=true", "msg_trace_topic_name=Traces"]
+    )
+    assert overrides == {"trace_topic_enable": True, "msg_trace_topic_name": "Traces"}
+    with pytest.raises(ValueError, match=r"msg_trace_topic_name: .*illegal characters"):
+        BrokerConfig(data_dir=tmp_path, msg_trace_topic_name="no spaces")

@@ -131,3 +131,31 @@ def test_write_json_atomic_replaces_the_file(tmp_path: Path) -> None:
     write_json_atomically(path, {"a": 2})
     assert json.loads(path.read_text()) == {"a": 2}
     assert sorted(p.name for p in path.parent.iterdir()) == ["doc.json"]
+
+
+def test_trace_topic_enable_creates_the_trace_topic_as_a_system_topic(tmp_path: Path) -> None:
+    # Java's TopicConfigManager with traceTopicEnable: msgTraceTopicName, 1 read and
+    # 1 write queue, added to the system topics.
+    topics = manager(tmp_path, trace_topic="MyTraces")
+    assert topics.get("MyTraces") == TopicConfig("MyTraces", 1, 1, 6)
+    with pytest.raises(TopicError, match="conflict with system topic"):
+        topics.update(TopicConfig("MyTraces", 8, 8))
+    with pytest.raises(TopicError, match="system topic"):
+        topics.delete("MyTraces")
+    assert manager(tmp_path / "off").get("RMQ_SYS_TRACE_TOPIC") is None
+
+
+def test_a_trace_sent_may_create_the_trace_topic_as_java_lets_it(tmp_path: Path) -> None:
+    # createTopicInSendMessageMethod refuses no system topic: RMQ_SYS_TRACE_TOPIC
+    # appears with a client's first trace when topics are auto-created.
+    topics = manager(tmp_path)
+    created = topics.create_in_send("RMQ_SYS_TRACE_TOPIC", AUTO_CREATE_TOPIC_KEY, 4)
+    assert created == TopicConfig("RMQ_SYS_TRACE_TOPIC", 4, 4, 6)
+    assert topics.create_in_send("SELF_TEST_TOPIC_2", AUTO_CREATE_TOPIC_KEY, 4) is not None
+    assert topics.create_in_send("rmq_sys_other", AUTO_CREATE_TOPIC_KEY, 4) is None
+    assert (
+        manager(tmp_path / "off", auto_create_topic=False).create_in_send(
+            "RMQ_SYS_TRACE_TOPIC", AUTO_CREATE_TOPIC_KEY, 4
+        )
+        is None
+    )

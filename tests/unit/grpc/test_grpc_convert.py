@@ -258,3 +258,18 @@ def test_code_mapping() -> None:
     timer = BrokerError(ResponseCode.MESSAGE_ILLEGAL, "timer message illegal, max delay")
     assert code_for(timer) == Code.ILLEGAL_DELIVERY_TIME
     assert code_for(BrokerError(ResponseCode.SYSTEM_ERROR, "x")) == Code.INTERNAL_SERVER_ERROR
+
+
+def test_the_trace_context_travels_from_producer_to_consumer() -> None:
+    # The proxy keeps SystemProperties.trace_context (an OpenTelemetry traceparent)
+    # as the TRACE_CONTEXT property (SendMessageActivity) and hands it back on
+    # delivery (GrpcConverter.buildSystemProperties).
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    stored = send_properties(v2(message_type=MT.NORMAL, trace_context=parent), "T")
+    assert stored[props.TRACE_CONTEXT] == parent
+    assert props.TRACE_CONTEXT not in send_properties(v2(message_type=MT.NORMAL), "T")
+    record = MessageExt(topic="T", body=b"b", properties={**stored, "x": "1"})
+    assert delivered_message(record, "T").system_properties.trace_context == parent
+    assert not delivered_message(
+        MessageExt(topic="T", body=b"b"), "T"
+    ).system_properties.trace_context

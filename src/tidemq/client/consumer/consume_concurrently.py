@@ -36,11 +36,13 @@ from tidemq.client._core.backoff import LOCAL_RETRY_AFTER_SEND_BACK_FAILURE_MS
 from tidemq.client._core.process_queue import ProcessQueue, stamp_consume_start
 from tidemq.client.consumer.context import ConsumerContext
 from tidemq.client.consumer.listener import (
+    CONSUME_CONTEXT_TYPE,
     ConcurrentListener,
     ConsumeConcurrentlyContext,
     ConsumeHookContext,
     ConsumeStatus,
     concurrent_status,
+    consume_return_type,
     is_async_listener,
 )
 from tidemq.common.message import MessageExt, MessageQueue
@@ -242,7 +244,7 @@ class ConsumeConcurrentlyService:
         else:
             status = concurrent_status(result)
         if hook_context is not None:
-            self._after(hook_context, status, failure)
+            self._after(hook_context, status, failure, result)
         return (batch, status, call_context)
 
     def _before(self, batch: Sequence[MessageExt], mq: MessageQueue) -> ConsumeHookContext:
@@ -250,14 +252,26 @@ class ConsumeConcurrentlyService:
             group=self._context.group, mq=mq, messages=batch, orderly=False
         )
         self._context.hooks_before(hook_context)
+        hook_context.started_ms = self._context.clock.now_ms()
         return hook_context
 
     def _after(
-        self, hook_context: ConsumeHookContext, status: ConsumeStatus, failure: Exception | None
+        self,
+        hook_context: ConsumeHookContext,
+        status: ConsumeStatus,
+        failure: Exception | None,
+        result: object,
     ) -> None:
+        context = self._context
         hook_context.status = "EXCEPTION" if failure is not None else status.value
         hook_context.success = status is ConsumeStatus.CONSUME_SUCCESS
-        self._context.hooks_after(hook_context)
+        hook_context.properties[CONSUME_CONTEXT_TYPE] = consume_return_type(
+            result,
+            failure is not None,
+            context.clock.now_ms() - hook_context.started_ms,
+            round(context.settings.consume_timeout_min * 60_000),
+        )
+        context.hooks_after(hook_context)
 
     def _log_failure(self, batch: Sequence[MessageExt], mq: MessageQueue, exc: Exception) -> None:
         log.warning(

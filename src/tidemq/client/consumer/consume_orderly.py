@@ -41,10 +41,12 @@ from tidemq.client._core.backoff import ORDERLY_MAX_CONSUME_CONTINUOUSLY_MS, ord
 from tidemq.client._core.process_queue import ProcessQueue
 from tidemq.client.consumer.context import ConsumerContext
 from tidemq.client.consumer.listener import (
+    CONSUME_CONTEXT_TYPE,
     ConsumeHookContext,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
     OrderlyListener,
+    consume_return_type,
     orderly_status,
 )
 from tidemq.client.consumer.offset_store import BrokerOffsetStore
@@ -299,13 +301,16 @@ class ConsumeOrderlyService:
             group=ctx.group, mq=mq, messages=list(batch), orderly=True
         )
         ctx.hooks_before(hook_context)
+        hook_context.started_ms = ctx.clock.now_ms()
         status: ConsumeOrderlyStatus
+        result: object = None
+        raised = False
         try:
-            status = orderly_status(
-                await ctx.call_listener(self._listener, list(batch), listener_context)
-            )
+            result = await ctx.call_listener(self._listener, list(batch), listener_context)
+            status = orderly_status(result)
             hook_context.status = status.value
         except Exception:
+            raised = True
             log.exception(
                 "%s: orderly listener failed on %s offsets %d..%d",
                 ctx.group,
@@ -316,6 +321,13 @@ class ConsumeOrderlyService:
             status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
             hook_context.status = "EXCEPTION"
         hook_context.success = status is ConsumeOrderlyStatus.SUCCESS
+        if ctx.hooks:
+            hook_context.properties[CONSUME_CONTEXT_TYPE] = consume_return_type(
+                result,
+                raised,
+                ctx.clock.now_ms() - hook_context.started_ms,
+                round(ctx.settings.consume_timeout_min * 60_000),
+            )
         ctx.hooks_after(hook_context)
         if not listener_context.auto_commit:
             log.debug("%s: auto_commit=False is not supported; SUCCESS commits", ctx.group)

@@ -28,6 +28,7 @@ from tidemq.common.message import MessageExt, MessageQueue
 
 __all__ = [
     "ACK_INDEX_ALL",
+    "CONSUME_CONTEXT_TYPE",
     "AsyncConcurrentListener",
     "AsyncOrderlyListener",
     "ConcurrentListener",
@@ -42,6 +43,7 @@ __all__ = [
     "SyncConcurrentListener",
     "SyncOrderlyListener",
     "concurrent_status",
+    "consume_return_type",
     "is_async_listener",
     "orderly_status",
 ]
@@ -151,6 +153,27 @@ def orderly_status(result: object) -> ConsumeOrderlyStatus:
 
 # -- hooks ------------------------------------------------------------------------
 
+CONSUME_CONTEXT_TYPE = "ConsumeContextType"
+"""MixAll.CONSUME_CONTEXT_TYPE: the key of a ConsumeHookContext property the
+consume services set for the after-hook to the call's ConsumeReturnType name:
+SUCCESS, TIME_OUT, EXCEPTION, RETURNNULL or FAILED (message traces record it)."""
+
+
+def consume_return_type(result: object, raised: bool, elapsed_ms: int, timeout_ms: int) -> str:
+    """The ConsumeReturnType name of one listener call, as Java's consume
+    services decide it: no status (an exception, None or something that is
+    not a status) -> EXCEPTION / RETURNNULL; a call as long as the consume
+    timeout -> TIME_OUT even if it succeeded; a retry status -> FAILED."""
+    if raised:
+        return "EXCEPTION"
+    if not isinstance(result, ConsumeStatus | ConsumeOrderlyStatus):
+        return "RETURNNULL"
+    if elapsed_ms >= timeout_ms:
+        return "TIME_OUT"
+    if result in (ConsumeStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS):
+        return "SUCCESS"
+    return "FAILED"
+
 
 @dataclass(slots=True)
 class ConsumeHookContext:
@@ -165,7 +188,10 @@ class ConsumeHookContext:
     success: bool = False
     """Set for the after-hook."""
     properties: dict[str, str] = field(default_factory=dict)
-    """Free for hooks to pass values from before to after."""
+    """Free for hooks to pass values from before to after; for the after-hook
+    the consume service adds CONSUME_CONTEXT_TYPE (as Java does)."""
+    started_ms: int = 0
+    """When the listener call started (set after the before-hooks)."""
 
 
 class ConsumeHook(Protocol):

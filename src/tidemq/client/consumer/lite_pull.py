@@ -74,6 +74,10 @@ from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.model import TopicRoute
+from tidemq.client.producer import check_trace_topic, start_trace_dispatcher
+from tidemq.client.trace.dispatcher import TraceDispatcher
+from tidemq.client.trace.hooks import ConsumeTracer
+from tidemq.client.trace.records import DEFAULT_TRACE_TOPIC
 from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol import ResponseCode
@@ -131,6 +135,10 @@ class AsyncLitePullConsumer(GroupClient):
 
     Use as ``async with AsyncLitePullConsumer("group", namesrv) as consumer``
     (after subscribe/assign) or call ``start()`` / ``shutdown()``.
+
+    ``enable_trace=True`` records each batch ``poll`` returns in ``trace_topic``
+    (a SubBefore and a successful SubAfter per message, as Java's
+    DefaultLitePullConsumer does).
     """
 
     _kind = "consumer"
@@ -159,8 +167,13 @@ class AsyncLitePullConsumer(GroupClient):
         client_config: ClientConfig | None = None,
         credentials: Credentials | None = None,
         tls: bool | TlsConfig | None = None,
+        enable_trace: bool = False,
+        trace_topic: str = DEFAULT_TRACE_TOPIC,
     ) -> None:
         check_group(group, "consumer")
+        self.enable_trace = enable_trace
+        self.trace_topic = check_trace_topic(trace_topic)
+        self._tracer: ConsumeTracer | None = None
         _check_range("auto_commit_interval_s", auto_commit_interval_s, 0.0, None, open_low=True)
         _check_range("pull_batch_size", pull_batch_size, 1, 1024)
         _check_range("pull_threshold_for_queue", pull_threshold_for_queue, 1, 65535)
@@ -317,6 +330,8 @@ class AsyncLitePullConsumer(GroupClient):
         self._loop = asyncio.get_running_loop()
         try:
             await self._instance.start()
+            if self.enable_trace:
+                await self._start_tracing()
             self._instance.register_consumer(self)
             if isinstance(self._store, LocalFileOffsetStore):
                 self._store.claim()
@@ -334,6 +349,27 @@ class AsyncLitePullConsumer(GroupClient):
         except BaseException:
             await self._close()
             raise
+
+    async def _start_tracing(self) -> None:
+        """The poll tracer; a failure leaves the consumer untraced (as Java)."""
+        try:
+            dispatcher = await start_trace_dispatcher(
+                self._instance, self._group, "CONSUME", self.trace_topic
+            )
+        except Exception:
+            log.exception("%s: message trace could not start; polls are not traced", self._group)
+            return
+        self._tracer = ConsumeTracer(dispatcher, self._clock)
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The dispatcher of this consumer's trace records (None unless tracing)."""
+        return None if self._tracer is None else self._tracer.dispatcher
+
+    @property
+    def tracer(self) -> ConsumeTracer | None:
+        """The poll tracer (None unless tracing)."""
+        return self._tracer
 
     async def shutdown(self) -> None:
         """Stop pulling, commit (auto-commit) and persist offsets, unregister, close."""
@@ -363,6 +399,8 @@ class AsyncLitePullConsumer(GroupClient):
         await self._tasks.cancel_all()
         if isinstance(self._store, LocalFileOffsetStore):
             self._store.release()
+        if self._tracer is not None:  # the last traces go out before the connections close
+            await self._tracer.dispatcher.shutdown()
         with contextlib.suppress(ClientError):
             await self._instance.unregister(consumer_group=self._group)
         await self._instance.close()
@@ -392,6 +430,8 @@ class AsyncLitePullConsumer(GroupClient):
         if batch is None:
             return []
         self._settle()
+        if self._tracer is not None:
+            self._tracer.polled(self._group, batch.messages)
         return batch.messages
 
     def poll_timeout(self, timeout_s: float | None) -> float:
@@ -413,7 +453,11 @@ class AsyncLitePullConsumer(GroupClient):
         on the application's thread; the loop settles the bookkeeping later.
         """
         batch = self._buffer.take(timeout_s)
-        return [] if batch is None else batch.messages
+        if batch is None:
+            return []
+        if self._tracer is not None:
+            self._tracer.polled(self._group, batch.messages)
+        return batch.messages
 
     def _request_settle(self) -> None:
         """Called by the buffer (on a poller's thread) when polls wait to be settled."""
@@ -924,6 +968,8 @@ class LitePullConsumer(BlockingClient[AsyncLitePullConsumer]):
         client_config: ClientConfig | None = None,
         credentials: Credentials | None = None,
         tls: bool | TlsConfig | None = None,
+        enable_trace: bool = False,
+        trace_topic: str = DEFAULT_TRACE_TOPIC,
     ) -> None:
         build = functools.partial(
             AsyncLitePullConsumer,
@@ -948,6 +994,8 @@ class LitePullConsumer(BlockingClient[AsyncLitePullConsumer]):
             client_config=client_config,
             credentials=credentials,
             tls=tls,
+            enable_trace=enable_trace,
+            trace_topic=trace_topic,
         )
         super().__init__(build, thread_name=f"tidemq-lite-pull-{group}")
 
@@ -962,6 +1010,12 @@ class LitePullConsumer(BlockingClient[AsyncLitePullConsumer]):
 
     def assignment(self) -> set[MessageQueue]:
         return self._call(self._core.assignment)
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The core's trace dispatcher (its `dropped`, `failed` and `sent` counters);
+        None unless tracing."""
+        return self._core.trace_dispatcher
 
     def buffered(self, mq: MessageQueue | None = None) -> int:
         return self._call(self._core.buffered, mq)

@@ -72,6 +72,10 @@ from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.model import TopicRoute
+from tidemq.client.producer import check_trace_topic, start_trace_dispatcher
+from tidemq.client.trace.dispatcher import TraceDispatcher
+from tidemq.client.trace.hooks import ConsumeTracer
+from tidemq.client.trace.records import DEFAULT_TRACE_TOPIC
 from tidemq.common.message import MessageQueue
 from tidemq.common.names import retry_topic_of
 from tidemq.common.tasks import TaskSet
@@ -109,6 +113,10 @@ class AsyncPushConsumer(GroupClient):
     ``<offset_store_dir>/<client ip>@<instance_name or DEFAULT>/<group>/offsets.json``
     and resume from it after a restart; two broadcasting consumers of one
     group in one process need distinct ``instance_name`` values.
+
+    ``enable_trace=True`` records each listener call (SubBefore and SubAfter
+    trace records: when, on which client, the retry count, how long, the
+    outcome) in ``trace_topic``, in the background (tidemq.client.trace).
     """
 
     _kind = "consumer"
@@ -143,8 +151,13 @@ class AsyncPushConsumer(GroupClient):
         queue_listener: QueueListener | None = None,
         rebalance_interval_s: float = 20.0,
         persist_interval_s: float = 5.0,
+        enable_trace: bool = False,
+        trace_topic: str = DEFAULT_TRACE_TOPIC,
     ) -> None:
         self._group = check_group(group, "consumer")
+        self.enable_trace = enable_trace
+        self.trace_topic = check_trace_topic(trace_topic)
+        self._tracer: ConsumeTracer | None = None
         self.settings = ConsumerSettings(
             message_model=message_model,
             consume_from_where=consume_from_where,
@@ -257,6 +270,8 @@ class AsyncPushConsumer(GroupClient):
         instance = self._instance = ClientInstance(self._config)
         try:
             await instance.start()
+            if self.enable_trace:
+                await self._start_tracing(instance)
             for topic in user_topics:
                 await instance.route_if_exists(topic, self._group)
             await self._build(instance, timestamp)
@@ -298,7 +313,7 @@ class AsyncPushConsumer(GroupClient):
             process_queues=process_queues,
             clock=self._config.clock,
             tasks=self._tasks,
-            hooks=self._hooks,
+            hooks=self._hooks if self._tracer is None else [*self._hooks, self._tracer],
             wake_pull=self._wake_pull,
         )
         self._context = context
@@ -330,6 +345,29 @@ class AsyncPushConsumer(GroupClient):
         )
         if self._suspended:
             self._pull.suspend()
+
+    async def _start_tracing(self, instance: ClientInstance) -> None:
+        """The trace hook; a failure leaves the consumer untraced (as Java)."""
+        try:
+            dispatcher = await start_trace_dispatcher(
+                instance, self._group, "CONSUME", self.trace_topic
+            )
+        except Exception:
+            log.exception(
+                "%s: message trace could not start; consumption is not traced", self._group
+            )
+            return
+        self._tracer = ConsumeTracer(dispatcher, self._config.clock)
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The dispatcher of this consumer's trace records (None unless tracing)."""
+        return None if self._tracer is None else self._tracer.dispatcher
+
+    @property
+    def tracer(self) -> ConsumeTracer | None:
+        """The trace hook (None unless tracing)."""
+        return self._tracer
 
     def _orderly_service(self, context: ConsumerContext) -> ConsumeService:
         try:
@@ -390,6 +428,8 @@ class AsyncPushConsumer(GroupClient):
         instance = self._instance
         if instance is None:
             return
+        if self._tracer is not None:  # the last traces go out before the connections close
+            await self._tracer.dispatcher.shutdown()
         with contextlib.suppress(ClientError):
             await instance.unregister(consumer_group=self._group)
         await instance.close()
@@ -629,6 +669,8 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
         queue_listener: QueueListener | None = None,
         rebalance_interval_s: float = 20.0,
         persist_interval_s: float = 5.0,
+        enable_trace: bool = False,
+        trace_topic: str = DEFAULT_TRACE_TOPIC,
     ) -> None:
         build = functools.partial(
             AsyncPushConsumer,
@@ -659,6 +701,8 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
             queue_listener=queue_listener,
             rebalance_interval_s=rebalance_interval_s,
             persist_interval_s=persist_interval_s,
+            enable_trace=enable_trace,
+            trace_topic=trace_topic,
         )
         super().__init__(build, thread_name=f"tidemq-push-{group}")
 
@@ -670,6 +714,12 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
 
     def register_listener(self, listener: Listener) -> None:
         self._core.register_listener(listener)
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The core's trace dispatcher (its `dropped`, `failed` and `sent` counters);
+        None unless tracing."""
+        return self._core.trace_dispatcher
 
     @property
     def suspended(self) -> bool:

@@ -14,6 +14,7 @@ from tidemq.client.consumer import consume_concurrently
 from tidemq.client.consumer.consume_concurrently import ConsumeConcurrentlyService, split_jobs
 from tidemq.client.consumer.context import ConsumerContext, ConsumerSettings
 from tidemq.client.consumer.listener import (
+    CONSUME_CONTEXT_TYPE,
     ConsumeConcurrentlyContext,
     ConsumeHookContext,
     ConsumeStatus,
@@ -217,6 +218,36 @@ async def test_async_listener_and_hooks() -> None:
     await settle(service)
     assert events == [("before", None, False), ("after", "CONSUME_SUCCESS", True)]
     assert context.store.offsets[MQ] == 1
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected"),
+    [("ok", "SUCCESS"), ("later", "FAILED"), ("none", "RETURNNULL"), ("raise", "EXCEPTION")],
+)
+async def test_the_after_hook_sees_the_consume_return_type(outcome: str, expected: str) -> None:
+    # Java's ConsumeMessageConcurrentlyService puts MixAll.CONSUME_CONTEXT_TYPE in the
+    # hook context's props; message traces record it as the SubAfter's contextCode.
+    seen: list[str | None] = []
+
+    class Hook:
+        def consume_message_before(self, context: ConsumeHookContext) -> None:
+            seen.append(context.properties.get(CONSUME_CONTEXT_TYPE))
+
+        def consume_message_after(self, context: ConsumeHookContext) -> None:
+            seen.append(context.properties.get(CONSUME_CONTEXT_TYPE))
+
+    def listener(msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> object:
+        if outcome == "raise":
+            raise RuntimeError("boom")
+        return {"ok": ConsumeStatus.CONSUME_SUCCESS, "later": ConsumeStatus.RECONSUME_LATER}.get(
+            outcome
+        )
+
+    context, service, pq = setup(listener)
+    context.hooks.append(Hook())
+    submit(service, pq, messages(0))
+    await settle(service, lambda: len(seen) == 2)
+    assert seen == [None, expected]
 
 
 async def test_retry_topic_messages_get_their_original_topic_back() -> None:

@@ -18,6 +18,7 @@ from tidemq.client.consumer import consume_orderly
 from tidemq.client.consumer.consume_orderly import ConsumeOrderlyService, plan_failed_batch
 from tidemq.client.consumer.context import ConsumerContext, ConsumerSettings
 from tidemq.client.consumer.listener import (
+    CONSUME_CONTEXT_TYPE,
     ConsumeHookContext,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
@@ -337,6 +338,35 @@ async def test_hooks_see_each_batch_before_and_after(tmp_path: Path) -> None:
         ("before", [1], None, True),
         ("after", [1], "SUCCESS", True),
     ]
+    await h.close()
+
+
+async def test_the_after_hook_sees_the_consume_return_type(tmp_path: Path) -> None:
+    # ConsumeMessageOrderlyService: SUSPEND -> FAILED, an exception -> EXCEPTION,
+    # None -> RETURNNULL, SUCCESS -> SUCCESS (MixAll.CONSUME_CONTEXT_TYPE).
+    seen: list[str | None] = []
+    outcomes: list[object] = [SUSPEND, RuntimeError("x"), None, SUCCESS]
+
+    class Hook:
+        def consume_message_before(self, context: ConsumeHookContext) -> None:
+            pass
+
+        def consume_message_after(self, context: ConsumeHookContext) -> None:
+            seen.append(context.properties.get(CONSUME_CONTEXT_TYPE))
+
+    async def listener(msgs: list[MessageExt], context: ConsumeOrderlyContext) -> object:
+        context.suspend_current_queue_time_ms = 10
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    h = Harness(tmp_path, listener)
+    h.ctx.hooks.append(Hook())
+    h.add_queue(Q0)
+    h.deliver(Q0, [0])
+    await eventually(lambda: h.store.table() == {Q0: 1}, "offset 1")
+    assert seen == ["FAILED", "EXCEPTION", "RETURNNULL", "SUCCESS"]
     await h.close()
 
 
