@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from dashboard_support import Api, dashboard_server
 
-from tidemq import ConsumeFromWhere, ConsumeStatus, PushConsumer
+from tidemq import ConsumeFromWhere, ConsumeStatus, Producer, PushConsumer, make_message
 from tidemq.testing.processes import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -266,3 +266,53 @@ def test_timers_by_due_time_and_recall(page: Page, server: tuple[ServerProcess, 
     expect(page.get_by_test_id("timer-total")).to_have_text("2")
     left = json.dumps(api.ok("GET", "/api/timers")["timers"])
     assert "in 600 s" not in left and left.count("WebLater") == 2
+
+
+def test_a_retried_message_shows_its_trace(page: Page, server: tuple[ServerProcess, Api]) -> None:
+    process, api = server
+    api.ok("POST", "/api/topics", {"name": "WebTraced", "queues": 1})
+    deliveries: list[int] = []
+
+    def fail_first(messages, context):  # type: ignore[no-untyped-def]
+        deliveries.extend(m.reconsume_times for m in messages)
+        first = messages[0].reconsume_times == 0
+        return ConsumeStatus.RECONSUME_LATER if first else ConsumeStatus.CONSUME_SUCCESS
+
+    tracers = PushConsumer(
+        "WebTracers",
+        namesrv=process.namesrv,
+        listener=fail_first,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        enable_trace=True,
+    )
+    tracers.subscribe("WebTraced")
+    tracers.start()
+    try:
+        with Producer("WebTraceSenders", namesrv=process.namesrv, enable_trace=True) as producer:
+            sent = producer.send(make_message("WebTraced", "trace me", keys="traced-1"))
+        until(page, lambda: deliveries == [0, 1], "a failed and a retried delivery")
+    finally:
+        tracers.shutdown()  # its last trace records go out now
+    trace_path = f"/api/messages/{sent.msg_id}/trace"
+    until(page, lambda: _consume_events(api, trace_path) == 2, "both deliveries traced")
+    events = api.ok("GET", trace_path)["events"]
+    assert [(e["type"], e["status"], e["retry_times"]) for e in events if e["type"] != "STORE"] == [
+        ("SEND", "SUCCESS", 0),
+        ("CONSUME", "FAILED", 0),
+        ("CONSUME", "SUCCESS", 1),
+    ]
+    go(page, server, f"messages/{sent.msg_id}?topic=WebTraced")
+    timeline = page.get_by_role("list", name="Trace").locator("li")
+    expect(timeline.filter(has_text="CONSUME")).to_have_count(2)
+    expect(timeline.filter(has_text="SEND")).to_contain_text("WebTraceSenders")
+    expect(timeline.filter(has_text="CONSUME").first).to_contain_text("FAILED")
+    expect(timeline.filter(has_text="CONSUME").last).to_contain_text("retry 1")
+    shoot(page, "message-trace")
+    assert api.get("/api/messages/7F0000010000000000000000000000FF/trace").status == 404
+
+
+def _consume_events(api: Api, path: str) -> int:
+    answer = api.get(path)
+    if answer.status != 200:
+        return 0
+    return sum(1 for event in answer.body["events"] if event["type"] == "CONSUME")

@@ -31,7 +31,6 @@ from tidemq.client.trace import DEFAULT_TRACE_TOPIC, Timeline, trace_timeline
 from tidemq.client.trace.reader import DEFAULT_MAX_TRACE_MESSAGES
 from tidemq.client.trace.timeline import Delivery, GroupTrace
 from tidemq.common.message import MessageExt
-from tidemq.common.message_id import offset_message_id_address
 from tidemq.common.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from tidemq.protocol import ResponseCode
 
@@ -402,19 +401,7 @@ def message_trace(
     end. Read from the message traces clients with enable_trace=True wrote."""
 
     async def read(admin: AdminClient) -> Timeline:
-        timeline = await trace_timeline(admin, msg_id, trace_topic, max_trace_messages=max_num)
-        if timeline.found or offset_message_id_address(msg_id.strip()) is None:
-            return timeline
-        # An offset_msg_id: the traces name the client id, which the stored message holds.
-        try:
-            stored = await admin.view_by_id(msg_id.strip())
-        except AdminError:
-            return timeline
-        if not stored.unique_key:
-            return timeline
-        return await trace_timeline(
-            admin, stored.unique_key, trace_topic, max_trace_messages=max_num
-        )
+        return await trace_timeline(admin, msg_id, trace_topic, max_trace_messages=max_num)
 
     timeline = run_admin(namesrv, read)
     if not timeline.found:

@@ -18,7 +18,15 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from tidemq.acl.gate import AclGate
 from tidemq.broker.assembly import BrokerCore
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
-from tidemq.web import api_cluster, api_groups, api_messages, api_timers, api_topics, static_files
+from tidemq.web import (
+    api_cluster,
+    api_groups,
+    api_messages,
+    api_timers,
+    api_topics,
+    api_trace,
+    static_files,
+)
 from tidemq.web.access import AccessHook
 from tidemq.web.admin_pool import AdminPool
 from tidemq.web.context import DASHBOARD, Dashboard
@@ -54,7 +62,15 @@ def build_app(
     app.cleanup_ctx.append(_dashboard_lifetime)
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/api/health", _health)
-    for module in (api_cluster, api_topics, api_groups, api_messages, api_timers, static_files):
+    for module in (
+        api_cluster,
+        api_topics,
+        api_groups,
+        api_messages,
+        api_trace,
+        api_timers,
+        static_files,
+    ):
         module.add_routes(app)
     return app
 

@@ -33,6 +33,7 @@ from tidemq.client.trace.timeline import (
     build_timeline,
 )
 from tidemq.common.message import MessageExt
+from tidemq.common.message_id import offset_message_id_address
 from tidemq.common.names import dlq_topic_of
 from tidemq.protocol import ResponseCode
 
@@ -50,17 +51,34 @@ async def trace_timeline(
     max_trace_messages: int = DEFAULT_MAX_TRACE_MESSAGES,
 ) -> Timeline:
     """The Timeline of the message with client id `msg_id` (the `msg_id` a send
-    returns) from `trace_topic`. `source` is a started AdminClient, or the
-    name server address(es) to open one for this call."""
+    returns) from `trace_topic`; an offset msgId with no trace of its own is
+    looked up and its client id (UNIQ_KEY) read instead, since traces name the
+    client id. `source` is a started AdminClient, or the name server
+    address(es) to open one for this call."""
     msg_id = msg_id.strip()
     if not msg_id:
         raise ValueError("the message id is empty")
     if max_trace_messages < 1:
         raise ValueError("max_trace_messages must be at least 1")
     if isinstance(source, AdminClient):
-        return await _read(source, msg_id, trace_topic, max_trace_messages)
+        return await _read_either_id(source, msg_id, trace_topic, max_trace_messages)
     async with AdminClient(source) as admin:
-        return await _read(admin, msg_id, trace_topic, max_trace_messages)
+        return await _read_either_id(admin, msg_id, trace_topic, max_trace_messages)
+
+
+async def _read_either_id(
+    admin: AdminClient, msg_id: str, trace_topic: str, max_num: int
+) -> Timeline:
+    timeline = await _read(admin, msg_id, trace_topic, max_num)
+    if timeline.found or offset_message_id_address(msg_id) is None:
+        return timeline
+    try:
+        stored = await admin.view_by_id(msg_id)
+    except AdminError:
+        return timeline
+    if not stored.unique_key:
+        return timeline
+    return await _read(admin, stored.unique_key, trace_topic, max_num)
 
 
 async def _read(admin: AdminClient, msg_id: str, trace_topic: str, max_num: int) -> Timeline:
