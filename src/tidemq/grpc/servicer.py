@@ -107,6 +107,14 @@ def invisible_problem(invisible_ms: int, min_ms: int) -> None:
         )
 
 
+def _enum_label(enum: Any, value: int) -> str:
+    """A protobuf enum value's name lower-cased; the number when it has none."""
+    try:
+        return str(enum.Name(value)).lower()
+    except ValueError:
+        return str(value)
+
+
 def fifo_queue(message_group: str, queue_nums: int) -> int:
     """A message group's queue: stable across restarts and processes."""
     return zlib.crc32(message_group.encode()) % max(1, queue_nums)
@@ -194,6 +202,26 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             transaction=core.transaction,
             client=core.client,
         )
+
+    def consumer_sessions(self) -> list[tuple[str, str, str, str]]:
+        """(group, language, version, client type) of every consumer's open
+        Telemetry stream, names lower-cased ("python", "5.0.1", "simple_consumer")."""
+        found = []
+        for sessions in list(self._sessions.values()):
+            for session in sessions:
+                settings = session.settings
+                if settings is None or not settings.HasField("subscription"):
+                    continue
+                agent = settings.user_agent
+                found.append(
+                    (
+                        settings.subscription.group.name,
+                        _enum_label(pb.Language, agent.language),
+                        agent.version,
+                        _enum_label(pb.ClientType, settings.client_type),
+                    )
+                )
+        return found
 
     def close_sessions(self) -> None:
         """End every Telemetry stream (the server is stopping)."""

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from tidemq.broker.assembly import BrokerCore
+from tidemq.web.metrics.merged import MergedFamilies
 
 CORE_KEY: web.AppKey[BrokerCore] = web.AppKey("core", BrokerCore)
 REGISTRY_KEY: web.AppKey[CollectorRegistry] = web.AppKey("registry", CollectorRegistry)
@@ -27,8 +28,16 @@ def build_app(core: BrokerCore, registry: CollectorRegistry) -> web.Application:
     return app
 
 
+def build_metrics_app(registry: CollectorRegistry) -> web.Application:
+    """An endpoint serving only /metrics (a name server on its own)."""
+    app = web.Application()
+    app[REGISTRY_KEY] = registry
+    app.router.add_get("/metrics", _metrics)
+    return app
+
+
 async def _metrics(request: web.Request) -> web.Response:
-    body = generate_latest(request.app[REGISTRY_KEY])
+    body = generate_latest(MergedFamilies(request.app[REGISTRY_KEY]))
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
