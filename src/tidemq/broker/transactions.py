@@ -659,7 +659,8 @@ class BrokerTransactions:
 
     async def start(self) -> None:
         self._load_progress()
-        self._count_waiting()
+        if self.stats.detailed:  # only /metrics reads it
+            self._count_waiting()
         self.commit_progress()
         self._tasks.spawn(self.check_back.run())
 
