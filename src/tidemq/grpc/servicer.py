@@ -70,6 +70,7 @@ from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import EndTransactionRequestHeader
 from tidemq.protocol.heartbeat import HeartbeatData
+from tidemq.protocol.versions import version_ordinal
 from tidemq.record.codec import decode_record
 from tidemq.record.records import decode_records
 
@@ -369,7 +370,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             self.client.heartbeat(
                 HeartbeatData(session.client_id, producer_groups=producer_groups),
                 TelemetryConnection(session),
-                language="GRPC",
+                language=_enum_label(pb.Language, settings.user_agent.language).upper(),
+                version=version_ordinal(settings.user_agent.version),
             )
         reply = settings_reply(
             settings,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from functools import cache
 
-__all__ = ["version_name"]
+__all__ = ["version_name", "version_ordinal"]
 
 
 def _releases() -> list[tuple[int, int, int]]:
@@ -48,3 +48,13 @@ def version_name(ordinal: int) -> str:
     """ "V4_9_7" for 407; the last constant for anything past it, the first below 0."""
     names = _names()
     return names[min(max(ordinal, 0), len(names) - 1)]
+
+
+def version_ordinal(text: str) -> int:
+    """The ordinal of a release written "5.0.5" (a gRPC client's user agent);
+    0 when no constant has that name."""
+    wanted = "V" + text.strip().replace(".", "_").upper()
+    try:
+        return _names().index(wanted)
+    except ValueError:
+        return 0

@@ -10,7 +10,7 @@ from tidemq.protocol.codes import (
     request_code_label,
     response_code_label,
 )
-from tidemq.protocol.versions import version_name
+from tidemq.protocol.versions import version_name, version_ordinal
 
 
 @pytest.mark.parametrize(
@@ -45,3 +45,10 @@ def test_code_labels_are_java_names_lower_cased() -> None:
     assert response_code_label(ResponseCode.TOPIC_NOT_EXIST) == "topic_not_exist"
     assert request_code_label(987654) == "987654"
     assert response_code_label(-77) == "-77"
+
+
+def test_a_release_written_with_dots_finds_its_ordinal() -> None:
+    assert version_ordinal("4.9.7") == 407
+    assert version_ordinal("5.0.5") == version_ordinal("5.0.5 ") == 423
+    assert version_name(version_ordinal("5.1.4")) == "V5_1_4"
+    assert version_ordinal("not-a-version") == 0
