@@ -460,6 +460,7 @@ async def _serve(
                     namesrv_address,
                     namesrv_rpc,
                     unit_suffix=config.metrics_unit_suffix,
+                    extra_labels=config.metrics_labels,
                 )
             await _start("broker", f"{host}:{broker_port}", broker.start)
             try:

@@ -11,7 +11,7 @@ does not hold, reach rocketmq_consumer_connections through
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry
 
@@ -57,7 +57,10 @@ def register_namesrv(
     rpc: RpcStats | None,
     *,
     unit_suffix: bool = True,
+    extra_labels: Mapping[str, str] | None = None,
 ) -> None:
     """Put a name server's families in `registry` (its own, or a broker's in
     `tidemq serve`, where one /metrics shows both)."""
-    registry.register(NamesrvCollector(namesrv, address, rpc, unit_suffix=unit_suffix))
+    registry.register(
+        NamesrvCollector(namesrv, address, rpc, unit_suffix=unit_suffix, extra_labels=extra_labels)
+    )
