@@ -449,11 +449,6 @@ class SendProcessor:
             if parked is not None:
                 message = parked[0]
         result = await self.store.put_message(message)
-        if to_dlq:
-            self.stats.record_dead_letter(
-                retry.group_of(request.topic) or "",
-                _property(request.properties, props.RETRY_TOPIC) or request.topic,
-            )
         kind = _message_type(
             request.properties,
             acted_on
@@ -462,6 +457,11 @@ class SendProcessor:
             ),
         )
         sent = self._send_result(result, message.topic, queue_id, len(request.body), kind)
+        if to_dlq:  # stored (_send_result raises otherwise)
+            self.stats.record_dead_letter(
+                retry.group_of(request.topic) or "",
+                _property(request.properties, props.RETRY_TOPIC) or request.topic,
+            )
         if parked is not None and timers is not None:
             timers.parked_stored(topic)
             sent.recall_handle = timers.recall_handle(topic, message, parked[1])
@@ -740,9 +740,6 @@ class SendProcessor:
                     f"the topic[{dlq_topic_of(group)}] sending message is forbidden",
                 )
             log.info("message at %d of group %s moved to %s", offset, group, message.topic)
-            self.stats.record_dead_letter(
-                group, record.properties.get(props.RETRY_TOPIC) or record.topic
-            )
         else:
             level = min(level, len(self.delay_levels_ms))
             if self.scheduler is not None:
@@ -752,6 +749,9 @@ class SendProcessor:
         if result.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
             raise _put_failure(result)
         self.stats.record_put(message.topic, 1, len(message.body))
+        if level == 0:
+            origin = record.properties.get(props.RETRY_TOPIC) or record.topic
+            self.stats.record_dead_letter(group, origin)
 
     # -- recall --------------------------------------------------------------------------
 
