@@ -50,6 +50,7 @@ from security_bench import (
     measured,
     produce_batch,
     send,
+    server_cpu_s,
 )
 from tidemq import Producer, make_message
 from tidemq.broker.stats import BrokerStats
@@ -124,6 +125,15 @@ def hot_path(repeat: int, calls: int = 100_000) -> dict[str, dict[str, float]]:
     }
 
 
+def scrape_cost_ms(address: str, pid: int, scrapes: int = 20) -> float:
+    """The server's CPU per scrape of /metrics, scraped back to back once the work is done."""
+    before = server_cpu_s(pid)
+    for _ in range(scrapes):
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+            response.read()
+    return round(1000 * (server_cpu_s(pid) - before) / scrapes, 1)
+
+
 def run_mode(
     root: Path, mode: str, rep: int, count: int, singles: int, interval_s: float
 ) -> dict[str, Any]:
@@ -150,6 +160,7 @@ def run_mode(
             row["consume"] = measured(pid, total, lambda: consume(namesrv, topic, group, total, {}))
         if pages:
             row["scrapes"] = {"count": len(pages), "bytes": max(pages)}
+            row["scrape_server_ms"] = scrape_cost_ms(process.http, pid)
         return row
     finally:
         process.kill()
@@ -198,6 +209,9 @@ def main() -> None:
     if args.json:
         print(json.dumps({"hot_path_ns": counting, "median": table, "runs": rows}, indent=2))
         return
+    costs = sorted(r["scrape_server_ms"] for r in rows["on+scrape"] if "scrape_server_ms" in r)
+    if costs:
+        print(f"one scrape: {costs[len(costs) // 2]} ms of server CPU (median)")
     print(f"{'hot path':10} {'on ns':>7} {'off ns':>7} {'added':>7}")
     for name, ns in counting.items():
         print(f"{name:10} {ns['on']:>7} {ns['off']:>7} {ns['added']:>7}")
