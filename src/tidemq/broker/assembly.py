@@ -150,6 +150,7 @@ def assemble(
             offsets=service.offsets,
             checks=checks,
             put=writer.put_restored,
+            stats=service.stats,
         )
 
     return BrokerCore(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -75,6 +76,17 @@ class BrokerConfig:
     """The apache.rocketmq.v2 gRPC endpoint's port; None: no endpoint, 0: any free port."""
     http_port: int | None = None
     """The HTTP endpoint (/metrics, the JSON API, the dashboard); None: none, 0: any free port."""
+    metrics_enable: bool = True
+    """With an HTTP endpoint: count what /metrics shows beyond the put and get
+    rates (RPC latencies, message types and sizes, pull offsets, POP, dead
+    letters, transactions). Off, /metrics still shows what is read when it is
+    scraped (lag, storage, topics, connections); nothing is counted for it."""
+    metrics_unit_suffix: bool = True
+    """Name metrics with a unit as RocketMQ 5.1.4+ serves them (its OpenTelemetry
+    Prometheus exporter appends the unit: rocketmq_rpc_latency_milliseconds);
+    off, the bare names of RocketMQ 5.1.0-5.1.3 and its documentation."""
+    metrics_label: str = ""
+    """Labels added to every metric, "key:value,key:value" (RocketMQ's metricsLabel)."""
     grpc_tls_cert: str | None = None
     """PEM certificate for the gRPC endpoint (instead of `tls_cert`); with
     `grpc_tls_key` and no `grpc_tls_mode`, it speaks TLS only."""
@@ -205,6 +217,7 @@ class BrokerConfig:
         if self.grpc_port is not None:
             self.grpc_tls  # noqa: B018
         self.namesrv_client_tls  # noqa: B018
+        self.metrics_labels  # noqa: B018 (raises ValueError if malformed)
         if self.auth_init_user is not None:
             name, colon, password = self.auth_init_user.partition(":")
             if not (name and colon and password):
@@ -238,6 +251,16 @@ class BrokerConfig:
             self.namesrv_tls_key,
             self.namesrv_tls_check_hostname,
         )
+
+    @property
+    def metrics_counting(self) -> bool:
+        """Whether the figures only /metrics shows are counted (it is served and on)."""
+        return self.metrics_enable and self.http_port is not None
+
+    @property
+    def metrics_labels(self) -> dict[str, str]:
+        """`metrics_label` parsed; ValueError names a malformed pair."""
+        return parse_metrics_label(self.metrics_label)
 
     @property
     def access_control(self) -> bool:
@@ -347,3 +370,21 @@ def _coerce(key: str, hint: Any, text: str) -> Any:
     except ValueError as exc:
         raise ValueError(f"{key}={text!r}: {exc}") from None
     return text
+
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def parse_metrics_label(text: str) -> dict[str, str]:
+    """ "cluster_env:prod,zone:a" -> {"cluster_env": "prod", "zone": "a"}; empty
+    items are skipped (Java's Splitter.omitEmptyStrings); a pair that is not
+    NAME:VALUE with a Prometheus label name is a ValueError."""
+    labels: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        name, colon, value = item.strip().partition(":")
+        if not colon or not _LABEL_NAME.fullmatch(name) or name.startswith("__"):
+            raise ValueError(f"metrics_label: {item!r} is not NAME:VALUE with a label name")
+        labels[name] = value
+    return labels

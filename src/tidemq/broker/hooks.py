@@ -32,6 +32,10 @@ class TimerHooks(Protocol):
         time is malformed or beyond the horizon; also when timers are disabled."""
         ...
 
+    def parked_stored(self, topic: str) -> None:
+        """A timer message of `topic` (what `park` made of it) was stored."""
+        ...
+
     def recall_handle(self, topic: str, message: MessageToStore, deliver_ms: int) -> str | None:
         """The handle a send result carries for a parked message; None when the
         message has no client id (UNIQ_KEY) to name it by (ali-ons sets none)."""
@@ -54,6 +58,10 @@ class TransactionHooks(Protocol):
         """The half message to store in RMQ_SYS_TRANS_HALF_TOPIC instead of
         `message`. BrokerError(MESSAGE_ILLEGAL) when it also has a delay level
         or a timer property."""
+        ...
+
+    def halves_stored(self, topic: str, count: int = 1) -> None:
+        """`count` half messages of `topic` a producer sent were stored."""
         ...
 
     async def end(self, header: EndTransactionRequestHeader) -> None:

@@ -119,7 +119,7 @@ class BrokerService:
             clock=clock, wake_on_arrival=config.long_polling_enable
         )
         self.locks = QueueLockManager(clock, config.queue_lock_expiry_s)
-        self.stats = BrokerStats(clock)
+        self.stats = BrokerStats(clock, detailed=config.metrics_counting)
         self.boot_ms = clock.now_ms()
         self._loop: asyncio.AbstractEventLoop | None = None
         store.add_arrival_listener(self._on_arrival)

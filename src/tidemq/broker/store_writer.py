@@ -8,7 +8,7 @@ statistics, so it is made before both and before the send processor.
 
 from __future__ import annotations
 
-from tidemq.broker.stats import BrokerStats
+from tidemq.broker.stats import DELAY, BrokerStats
 from tidemq.store.api import MessageStore, MessageToStore, PutResult
 
 __all__ = ["StoreWriter"]
@@ -22,8 +22,10 @@ class StoreWriter:
         self.stats = stats
 
     async def put_restored(self, message: MessageToStore) -> PutResult:
-        """Store `message`; a stored one counts as a put of its topic."""
+        """Store `message`; a stored one counts as a put of its topic, of message
+        type "delay" (as RocketMQ counts a delivered delay message; the other
+        messages put here go to retry and DLQ topics, which /metrics leaves out)."""
         result = await self.store.put_message(message)
         if result.ok:
-            self.stats.record_put(message.topic, 1, len(message.body))
+            self.stats.record_put(message.topic, 1, len(message.body), DELAY)
         return result

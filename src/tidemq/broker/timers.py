@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.requests import BrokerError
-from tidemq.broker.stats import BrokerStats
+from tidemq.broker.stats import DELAY, BrokerStats
 from tidemq.common import properties as props
 from tidemq.common.clock import Clock
 from tidemq.common.recall_handle import RecallHandle, RecallHandleError
@@ -45,6 +45,10 @@ class BrokerTimers:
             TimerSettings(precision_ms=config.timer_precision_ms),
         )
         store.add_arrival_listener(self.engine.on_arrival)
+        self.enqueued: dict[str, int] = {}
+        """Real topic -> timer messages parked since start (rocketmq_timer_enqueue_total)."""
+        self.dequeued: dict[str, int] = {}
+        """Real topic -> timer messages delivered since start (rocketmq_timer_dequeue_total)."""
 
     @property
     def max_delay_ms(self) -> int:
@@ -54,7 +58,8 @@ class BrokerTimers:
         result = await self.store.put_messages(messages)
         if result.results:
             for message in messages:
-                self.stats.record_put(message.topic, 1, len(message.body))
+                self.stats.record_put(message.topic, 1, len(message.body), DELAY)
+                self.dequeued[message.topic] = self.dequeued.get(message.topic, 0) + 1
         return result
 
     # -- parking -----------------------------------------------------------------
@@ -90,6 +95,10 @@ class BrokerTimers:
                 f"{self.max_delay_ms}ms; the message asked for {deliver_ms - now}ms",
             )
         return park(message, deliver_ms), deliver_ms
+
+    def parked_stored(self, topic: str) -> None:
+        """A timer message of `topic` a producer sent was stored (parked)."""
+        self.enqueued[topic] = self.enqueued.get(topic, 0) + 1
 
     def recall_handle(self, topic: str, message: MessageToStore, deliver_ms: int) -> str | None:
         unique_key = props.decode_properties(message.properties).get(props.UNIQ_KEY, "")

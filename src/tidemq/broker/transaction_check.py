@@ -63,6 +63,8 @@ class CheckOwner(Protocol):
 
     def commit_progress(self) -> None: ...
 
+    def discarded(self, half: StoredHalf) -> None: ...
+
 
 __all__ = ["CheckBack", "ScanReport"]
 
@@ -169,12 +171,14 @@ class CheckBack:
             return False
         if verdict is Verdict.DISCARD:
             self._discard(half, f"it was checked {times} times without an answer")
+            owner.discarded(half)
             report.discarded += 1
             return True
         try:
             half.real_queue()
         except ValueError as exc:
             self._discard(half, str(exc))
+            owner.discarded(half)
             report.discarded += 1
             return True
         if verdict is Verdict.REQUEUE:

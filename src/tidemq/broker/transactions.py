@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.requests import BrokerError, SendRequest
+from tidemq.broker.stats import TRANSACTION
 from tidemq.broker.transaction_check import CheckBack
 from tidemq.broker.transaction_halves import (
     StoredHalf,
@@ -244,6 +245,10 @@ class BrokerTransactions:
         self.progress = 0
         """Next half queue offset the check-back looks at."""
         self._ended_ahead = _EndedAhead()
+        self.waiting: dict[str, int] = {}
+        """Real topic -> half messages stored and not yet committed, rolled back
+        or discarded (rocketmq_half_messages): counted from the half queue at
+        start, then kept as halves come and go."""
         self.check_back = CheckBack(self)
         self._ids = UniqueIdGenerator(clock, store_host)
         self._tasks = TaskSet("broker-transactions")
@@ -374,6 +379,7 @@ class BrokerTransactions:
             else:
                 op_offset = await self._store_op(half)
             self.resolved(half, op_offset)
+            self._ended(half, kind == sysflag.TRANSACTION_COMMIT_TYPE)
 
     def _unresolved(
         self, producer_group: str, commit_log_offset: int, queue_offset: int, what: str
@@ -453,8 +459,9 @@ class BrokerTransactions:
         for (half, commit), position in zip(chosen, op_positions, strict=True):
             if commit:
                 message = records[position - 1]
-                self.stats.record_put(message.topic, 1, len(message.body))
+                self.stats.record_put(message.topic, 1, len(message.body), TRANSACTION)
             self.resolved(half, batch.results[position].queue_offset)
+            self._ended(half, commit)
         return len(chosen), len(items) - len(chosen)
 
     async def _end_run(
@@ -504,7 +511,14 @@ class BrokerTransactions:
         run = encoded[0]
         for topic, _, _, _, _, committed, body_bytes in run.queues:
             if committed:
-                self.stats.record_put(topic, committed, body_bytes)
+                self.stats.record_put(topic, committed, body_bytes, TRANSACTION)
+                self.stats.record_end(topic, True, count=committed)
+                self._forget_waiting(topic, committed)
+        for commit_log_offset, _, commit in items:
+            if not commit:  # a rollback: its topic is only in its half
+                half = self.half_at(commit_log_offset)
+                if half is not None:
+                    self._ended(half, False)
         horizon = self.store.max_offset(HALF_TOPIC, 0)
         now_ms = self.clock.now_ms()
         for position, key in enumerate(run.keys):
@@ -521,7 +535,7 @@ class BrokerTransactions:
         batch = await self.store.put_messages([message, op])
         if batch.status not in _STORED or len(batch.results) != 2:
             raise put_failure(batch.status, batch.remark)
-        self.stats.record_put(message.topic, 1, len(message.body))
+        self.stats.record_put(message.topic, 1, len(message.body), TRANSACTION)
         return batch.results[1].queue_offset
 
     async def _store_op(self, half: StoredHalf) -> int:
@@ -530,6 +544,52 @@ class BrokerTransactions:
         if result.status not in _STORED:
             raise put_failure(result.status, result.remark)
         return result.queue_offset
+
+    # -- what waits (rocketmq_half_messages) -------------------------------------------
+
+    def halves_stored(self, topic: str, count: int = 1) -> None:
+        """`count` new half messages of `topic` were stored (by a producer's send)."""
+        self.waiting[topic] = self.waiting.get(topic, 0) + count
+
+    def _forget_waiting(self, topic: str, count: int = 1) -> None:
+        left = self.waiting.get(topic, 0) - count
+        if left > 0:
+            self.waiting[topic] = left
+        else:
+            self.waiting.pop(topic, None)
+
+    def _ended(self, half: StoredHalf, commit: bool) -> None:
+        """`half` was committed or rolled back: it waits no more; counted."""
+        topic = half.record.properties.get(props.REAL_TOPIC, "")
+        self._forget_waiting(topic)
+        latency_s = max(0, self.clock.now_ms() - half.record.born_timestamp) // 1000
+        self.stats.record_end(topic, commit, latency_s if commit else None)
+
+    def discarded(self, half: StoredHalf) -> None:
+        """The check-back gave up on `half` (checked too often, unreadable queue)."""
+        self._forget_waiting(half.record.properties.get(props.REAL_TOPIC, ""))
+
+    def _count_waiting(self) -> None:
+        """Count the unresolved halves from the check-back's progress on, each
+        transaction once (the check-back re-appends a half at every check)."""
+        seen: dict[str, str] = {}
+        offset = self.progress
+        end = self.store.max_offset(HALF_TOPIC, 0)
+        while offset < end:
+            page = self.store.get_messages(CHECK_GROUP, HALF_TOPIC, 0, offset, _REBUILD_PAGE)
+            if not page.buffers:
+                if page.next_begin_offset <= offset:
+                    break
+                offset = page.next_begin_offset
+                continue
+            for buf in page.buffers:
+                half = decode_half(bytes(buf))
+                if half is not None and half.key not in self.ledger:
+                    seen[half.key] = half.record.properties.get(props.REAL_TOPIC, "")
+            offset = page.next_begin_offset
+        self.waiting = {}
+        for topic in seen.values():
+            self.halves_stored(topic)
 
     def resolved(self, half: StoredHalf, op_offset: int) -> None:
         """Remember that `half`'s transaction has its op record at `op_offset`."""
@@ -599,6 +659,8 @@ class BrokerTransactions:
 
     async def start(self) -> None:
         self._load_progress()
+        if self.stats.detailed:  # only /metrics reads it
+            self._count_waiting()
         self.commit_progress()
         self._tasks.spawn(self.check_back.run())
 

@@ -8,7 +8,7 @@ stops) and exits 0. Once everything listens, one line goes to stdout and is
 flushed, for scripts and tests to wait on:
 
     tidemq ready namesrv=HOST:PORT broker=HOST:PORT grpc=HOST:PORT      (serve)
-    tidemq ready namesrv=HOST:PORT                                      (namesrv)
+    tidemq ready namesrv=HOST:PORT [http=HOST:PORT]                     (namesrv)
     tidemq ready broker=HOST:PORT name=NAME cluster=C [grpc=HOST:PORT]  (broker)
 
 Port 0 picks a free port; the ready line shows the real one. `grpc=` is
@@ -437,6 +437,7 @@ async def _serve(
 ) -> None:
     from tidemq.namesrv.app import NameServer
     from tidemq.server.broker import Broker
+    from tidemq.server.metrics import register_namesrv, remoting_rpc_stats
 
     acl_file = overrides.get("acl_file")
     trusted: tuple[Credentials, ...] = ()
@@ -461,6 +462,10 @@ async def _serve(
             "namesrv_tls_key": overrides["tls_key"],
             "namesrv_tls_check_hostname": False,
         }
+    metrics = overrides.get("http_port") is not None
+    namesrv_rpc = (
+        remoting_rpc_stats() if metrics and overrides.get("metrics_enable", True) else None
+    )
     async with _stop_signals() as stop:
         namesrv = NameServer(
             host=host,
@@ -468,6 +473,7 @@ async def _serve(
             acl_file=acl_file,
             trusted=trusted,
             tls=namesrv_tls,
+            rpc_stats=namesrv_rpc,
         )
         await _start("name server", f"{host}:{namesrv_port}", namesrv.start)
         try:
@@ -483,6 +489,15 @@ async def _serve(
             )
             config = dataclasses.replace(config, **overrides)
             broker = Broker(config)
+            if metrics:  # one /metrics shows the name server too
+                register_namesrv(
+                    broker.metrics_registry,
+                    namesrv,
+                    namesrv_address,
+                    namesrv_rpc,
+                    unit_suffix=config.metrics_unit_suffix,
+                    extra_labels=config.metrics_labels,
+                )
             await _start("broker", f"{host}:{broker_port}", broker.start)
             try:
                 _banner(namesrv_address, broker.address, config, broker.grpc_address)
@@ -606,12 +621,20 @@ def _grpc_tls_text(tls: ServerTls) -> str:
 @_allow_anonymous_option(
     "--acl", "anyone who reaches the port may register brokers and delete routes"
 )
+@click.option(
+    "--http-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve the name server's /metrics (Prometheus) on this port (0 picks a free "
+    "port); default: no HTTP endpoint.",
+)
 @tls_options
 def namesrv(
     port: int,
     host: str,
     acl_file: Path | None,
     allow_anonymous: bool,
+    http_port: int | None,
     tls_mode: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
@@ -624,20 +647,42 @@ def namesrv(
     if acl_file is not None:
         _check_acl_file(acl_file)
     tls = _server_tls(_tls_settings(tls_mode, tls_cert, tls_key, tls_ca, tls_verify_client))
-    _run(lambda: _namesrv(host, port, acl_file, tls))
+    _run(lambda: _namesrv(host, port, acl_file, tls, http_port))
 
 
-async def _namesrv(host: str, port: int, acl_file: Path | None, tls: ServerTls) -> None:
+async def _namesrv(
+    host: str, port: int, acl_file: Path | None, tls: ServerTls, http_port: int | None
+) -> None:
+    from prometheus_client import CollectorRegistry
+
     from tidemq.namesrv.app import NameServer
+    from tidemq.server.metrics import register_namesrv, remoting_rpc_stats
+    from tidemq.web.app import build_metrics_app
+    from tidemq.web.endpoint import HttpEndpoint
 
+    rpc = remoting_rpc_stats() if http_port is not None else None
     async with _stop_signals() as stop:
-        server = NameServer(host=host, port=port, acl_file=acl_file, tls=tls)
+        server = NameServer(host=host, port=port, acl_file=acl_file, tls=tls, rpc_stats=rpc)
         await _start("name server", f"{host}:{port}", server.start)
+        http: HttpEndpoint | None = None
         try:
             shown_host = "127.0.0.1" if host in _WILDCARD_HOSTS else host
-            _ready(namesrv=f"{shown_host}:{server.port}")
+            address = f"{shown_host}:{server.port}"
+            fields = {"namesrv": address}
+            if http_port is not None:
+                registry = CollectorRegistry(auto_describe=True)
+                register_namesrv(registry, server, address, rpc)
+                http = HttpEndpoint(build_metrics_app(registry), host, http_port)
+                await _start("name server's HTTP endpoint", f"{host}:{http_port}", http.start)
+                fields["http"] = f"{shown_host}:{http.port}"
+                console.print(
+                    f"Metrics        curl http://{fields['http']}/metrics", highlight=False
+                )
+            _ready(**fields)
             await stop.wait()
         finally:
+            if http is not None:
+                await http.stop()
             await server.stop()
 
 

@@ -70,6 +70,7 @@ from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import EndTransactionRequestHeader
 from tidemq.protocol.heartbeat import HeartbeatData
+from tidemq.protocol.versions import version_ordinal
 from tidemq.record.codec import decode_record
 from tidemq.record.records import decode_records
 
@@ -105,6 +106,14 @@ def invisible_problem(invisible_ms: int, min_ms: int) -> None:
             Code.ILLEGAL_INVISIBLE_TIME,
             f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}",
         )
+
+
+def _enum_label(enum: Any, value: int) -> str:
+    """A protobuf enum value's name lower-cased; the number when it has none."""
+    try:
+        return str(enum.Name(value)).lower()
+    except ValueError:
+        return str(value)
 
 
 def fifo_queue(message_group: str, queue_nums: int) -> int:
@@ -206,6 +215,26 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         """The client's peer string (grpc's, or the real one behind the TLS front)."""
         peer = str(context.peer())
         return self.real_peer(peer) if self.real_peer is not None else peer
+
+    def consumer_sessions(self) -> list[tuple[str, str, str, str]]:
+        """(group, language, version, client type) of every consumer's open
+        Telemetry stream, names lower-cased ("python", "5.0.1", "simple_consumer")."""
+        found = []
+        for sessions in list(self._sessions.values()):
+            for session in sessions:
+                settings = session.settings
+                if settings is None or not settings.HasField("subscription"):
+                    continue
+                agent = settings.user_agent
+                found.append(
+                    (
+                        settings.subscription.group.name,
+                        _enum_label(pb.Language, agent.language),
+                        agent.version,
+                        _enum_label(pb.ClientType, settings.client_type),
+                    )
+                )
+        return found
 
     def close_sessions(self) -> None:
         """End every Telemetry stream (the server is stopping)."""
@@ -353,7 +382,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             self.client.heartbeat(
                 HeartbeatData(session.client_id, producer_groups=producer_groups),
                 TelemetryConnection(session),
-                language="GRPC",
+                language=_enum_label(pb.Language, settings.user_agent.language).upper(),
+                version=version_ordinal(settings.user_agent.version),
             )
         reply = settings_reply(
             settings,

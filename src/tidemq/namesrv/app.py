@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tidemq.acl.credentials import Credentials
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
+from tidemq.common.rpc_stats import RpcStats
 from tidemq.transport import Connection, RemotingServer, ServerTls
 
 from .access import NamesrvAccess
@@ -49,10 +50,12 @@ class NameServer:
         acl_poll_interval_s: float = 5.0,
         trusted: Sequence[Credentials] = (),
         tls: ServerTls | None = None,
+        rpc_stats: RpcStats | None = None,
     ) -> None:
         """`acl_file`: a plain_acl.yml guarding the route-changing requests
         (AclConfigError if unusable); `trusted`: admin credentials no file names;
-        `tls`: the port's TLS mode, as a broker's (TlsConfigError if unusable)."""
+        `tls`: the port's TLS mode, as a broker's (TlsConfigError if unusable);
+        `rpc_stats`: where request latencies are counted (None: not measured)."""
         self.routes = RouteTable(clock, expiry_ms=expiry_ms)
         self._scan_interval_s = scan_interval_s
         self.access: NamesrvAccess | None = None
@@ -69,7 +72,10 @@ class NameServer:
             on_close=self._connection_closed,
             gate=self.access.check if self.access is not None else None,
             tls=tls,
+            rpc_stats=rpc_stats,
         )
+        self.expired_brokers = 0
+        """Brokers removed for not registering in time, since start."""
         self._scan_task: asyncio.Task[None] | None = None
         self._acl_task: asyncio.Task[None] | None = None
 
@@ -112,6 +118,7 @@ class NameServer:
     def scan_now(self) -> list[BrokerRecord]:
         """One expiry pass: remove silent brokers and close their connections."""
         expired = self.routes.expire()
+        self.expired_brokers += len(expired)
         for record in expired:
             logger.warning(
                 "broker expired after %d ms without registering: %s %s id %d at %s",

@@ -318,3 +318,18 @@ def request_code_name(code: int) -> str:
 def response_code_name(code: int) -> str:
     """``"TOPIC_NOT_EXIST"`` for 17, the bare number for unknown codes (for logs)."""
     return _RESPONSE_NAMES.get(code, str(code))
+
+
+def request_code_label(code: int) -> str:
+    """RocketMQ's request_code metric label: the Java constant's name lower-cased
+    ("send_message_v2"), the bare number for codes without one
+    (RemotingHelper.getRequestCodeDesc)."""
+    name = _REQUEST_NAMES.get(code)
+    return str(code) if name is None else name.lower()
+
+
+def response_code_label(code: int) -> str:
+    """RocketMQ's response_code metric label ("success", "topic_not_exist"), as
+    RemotingHelper.getResponseCodeDesc."""
+    name = _RESPONSE_NAMES.get(code)
+    return str(code) if name is None else name.lower()

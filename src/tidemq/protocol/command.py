@@ -99,6 +99,10 @@ class RemotingCommand:
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     serialize_type: SerializeType = SerializeType.JSON
+    received_at: float = field(default=0.0, compare=False, repr=False)
+    """When a server's connection decoded this request (its event loop's
+    clock), for the RPC latency it records; 0.0 when nobody measures. Not
+    part of the frame."""
 
     @property
     def is_response(self) -> bool:

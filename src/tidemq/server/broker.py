@@ -48,6 +48,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+import grpc
 from prometheus_client import CollectorRegistry
 
 from tidemq.acl.auth_store import AuthStore
@@ -63,7 +64,9 @@ from tidemq.broker.service import BrokerService
 from tidemq.broker.sql_filter import sql92_message_filter
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MAX_MESSAGE_SIZE
+from tidemq.common.rpc_stats import RpcStats
 from tidemq.grpc.acl_interceptor import AclInterceptor
+from tidemq.grpc.metrics_interceptor import MetricsInterceptor, grpc_rpc_stats
 from tidemq.grpc.relayed_peers import RelayedPeers
 from tidemq.grpc.server import GrpcEndpoint
 from tidemq.grpc.servicer import MessagingServicer
@@ -75,6 +78,7 @@ from tidemq.protocol.headers import (
     encode_header,
 )
 from tidemq.server.access_control import open_access_control
+from tidemq.server.metrics import grpc_consumers, remoting_rpc_stats
 from tidemq.store.config import StoreConfig
 from tidemq.store.file_store import FileMessageStore
 from tidemq.store.retention_report import QueueLoss
@@ -82,6 +86,7 @@ from tidemq.transport import Connection, Handler, RemotingClient, RemotingServer
 from tidemq.transport.errors import RemotingError
 from tidemq.web.app import build_app
 from tidemq.web.endpoint import HttpEndpoint
+from tidemq.web.metrics import BrokerCollector
 
 __all__ = ["Broker"]
 
@@ -189,6 +194,10 @@ class Broker:
         self.http: HttpEndpoint | None = None
         self.metrics_registry = CollectorRegistry(auto_describe=True)
         """What /metrics exposes; the composition root adds the name server's collector."""
+        counting = config.metrics_counting
+        self.remoting_rpc: RpcStats | None = remoting_rpc_stats() if counting else None
+        """RPC latencies of the remoting port (None: not measured)."""
+        self.grpc_rpc: RpcStats | None = grpc_rpc_stats() if counting else None
         self.acl: AclGate | None = None
         """Access control on the remoting port (config.acl_file), None when off."""
         self.acl_file: PolicyFile | None = None
@@ -266,6 +275,7 @@ class Broker:
             frame_timeout_s=config.frame_timeout_s,
             gate=self._acl_check if self.acl is not None else None,
             tls=config.remoting_tls,
+            rpc_stats=self.remoting_rpc,
         )
         await self.server.start()
         try:
@@ -275,10 +285,12 @@ class Broker:
             if self.store is not None:
                 await asyncio.to_thread(self.store.close)
             raise
+        servicer = None
         if config.grpc_port is not None and self.core is not None:
             peers = RelayedPeers()  # the real clients behind the TLS front, if there is one
+            servicer = MessagingServicer.of(self.core, peers.real)
             self.grpc = GrpcEndpoint(
-                MessagingServicer.of(self.core, peers.real),
+                servicer,
                 config.listen_host,
                 config.grpc_port,
                 tls=config.grpc_tls,
@@ -294,7 +306,17 @@ class Broker:
                 self._stopped = False
                 await self.stop(0.5)
                 raise
-        if config.http_port is not None and self.core is not None:
+        if config.http_port is not None and self.core is not None and self.store is not None:
+            self.metrics_registry.register(
+                BrokerCollector(
+                    self.core,
+                    self.store,
+                    self.clock,
+                    rpc=[rpc for rpc in (self.remoting_rpc, self.grpc_rpc) if rpc is not None],
+                    other_consumers=grpc_consumers(servicer) if servicer is not None else None,
+                    unit_suffix=config.metrics_unit_suffix,
+                )
+            )
             self.http = HttpEndpoint(
                 build_app(self.core, self.metrics_registry, acl=self.acl, clock=self.clock),
                 config.listen_host,
@@ -329,12 +351,17 @@ class Broker:
         self.auth_store = access.store
         self.acl, self.acl_file = access.gate, access.policy_file
 
-    def _grpc_interceptors(self, peers: RelayedPeers) -> list[AclInterceptor]:
-        """The gRPC endpoint checks calls with the remoting port's gate: one policy, one reload."""
-        if self.acl is None:
-            return []
-        skew = self.config.acl_grpc_clock_skew_s
-        return [AclInterceptor(self.acl, self.clock, skew, real_peer=peers.real)]
+    def _grpc_interceptors(self, peers: RelayedPeers) -> list[grpc.aio.ServerInterceptor]:
+        """Timing first (refusals are answers too, as on the remoting port), then
+        the remoting port's gate: one policy, one reload; both see the real
+        client behind the TLS front (`peers`)."""
+        interceptors: list[grpc.aio.ServerInterceptor] = []
+        if self.grpc_rpc is not None:
+            interceptors.append(MetricsInterceptor(self.grpc_rpc))
+        if self.acl is not None:
+            skew = self.config.acl_grpc_clock_skew_s
+            interceptors.append(AclInterceptor(self.acl, self.clock, skew, real_peer=peers.real))
+        return interceptors
 
     def _acl_check(
         self, request: RemotingCommand, connection: Connection

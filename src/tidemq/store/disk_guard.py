@@ -43,6 +43,14 @@ def disk_used_ratio(path: Path) -> float:
     return used_ratio(stats.f_blocks, stats.f_bfree, stats.f_bavail)
 
 
+def disk_used_bytes(path: Path) -> int:
+    """Bytes in use on the file system holding `path`: its size less its free
+    blocks, as RocketMQ's rocketmq_storage_size (File.getTotalSpace -
+    getFreeSpace of the store root)."""
+    stats = os.statvfs(path)
+    return (stats.f_blocks - stats.f_bfree) * stats.f_frsize
+
+
 class DiskGuard:
     """The disk-full flag of one store, measured lazily and cached."""
 

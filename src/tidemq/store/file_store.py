@@ -62,7 +62,7 @@ from tidemq.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoin
 from tidemq.store.commitlog import AppendPlan, CommitLog
 from tidemq.store.config import SCHEDULE_TOPIC, TIMER_TOPIC, FlushMode, StoreConfig
 from tidemq.store.consumequeue import BLANK_SIZE, ENTRY, ConsumeQueue
-from tidemq.store.disk_guard import DiskGuard, disk_used_ratio
+from tidemq.store.disk_guard import DiskGuard, disk_used_bytes, disk_used_ratio
 from tidemq.store.filters import make_tags_code_rule
 from tidemq.store.flush import FlushService
 from tidemq.store.fs import REAL_FS, FileSystem, NoSpaceError
@@ -941,6 +941,18 @@ class FileMessageStore:
         """Store time of the oldest record still on disk, -1 when there is none."""
         record = self.commitlog.record_at(self.commitlog.min_offset)
         return -1 if record is None else peek_header(record, 0).store_timestamp
+
+    def flush_behind_bytes(self) -> int:
+        """Commit log bytes written but not yet flushed to disk."""
+        return max(0, self.commitlog.max_offset - self.flush.flushed_offset)
+
+    def dispatch_behind_bytes(self) -> int:
+        """Commit log bytes not yet dispatched to consume queues and the index."""
+        return max(0, self.commitlog.max_offset - self._dispatched_offset)
+
+    def disk_used_bytes(self) -> int:
+        """Bytes in use on the file system of the store's root (disk_guard.disk_used_bytes)."""
+        return disk_used_bytes(self.config.root)
 
     def runtime_info(self) -> dict[str, str]:
         """The store's part of GET_BROKER_RUNTIME_INFO: RocketMQ's disk keys

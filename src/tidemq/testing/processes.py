@@ -153,7 +153,9 @@ def serve_args(
     settings: Mapping[str, object] | None = None,
     namesrv_port: int = 0,
     broker_port: int = 0,
+    http: bool = False,
 ) -> list[str]:
+    """`tidemq serve` on free ports (gRPC included; the HTTP endpoint with `http`)."""
     args = [
         "serve",
         "--data-dir",
@@ -167,6 +169,8 @@ def serve_args(
         "--grpc-port",
         "0",
     ]
+    if http:
+        args += ["--http-port", "0"]
     for key, value in (settings or {}).items():
         args += ["--set", f"{key}={value}"]
     return args
@@ -179,11 +183,11 @@ def serve(
     flush: str = "async",
     settings: Mapping[str, object] | None = None,
     name: str = "serve",
+    http: bool = False,
 ) -> Iterator[ServerProcess]:
-    """A standalone `tidemq serve` on free ports; `.namesrv` and `.broker` are its addresses."""
+    """A standalone `tidemq serve` on free ports; `.namesrv` and `.broker` are
+    its addresses (`.http` too with `http`: /metrics, the API, the dashboard)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    with started(serve_args(data_dir, flush=flush, settings=settings), data_dir.parent, name) as (
-        process,
-        _,
-    ):
+    args = serve_args(data_dir, flush=flush, settings=settings, http=http)
+    with started(args, data_dir.parent, name) as (process, _):
         yield process

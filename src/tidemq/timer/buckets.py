@@ -94,6 +94,8 @@ class TimerFiles:
         self._checked: set[int] = set()
         self._dirty: set[int] = set()
         self._new_files = False
+        self._units: dict[int, int] | None = None
+        """Bucket start -> units in its file, once `unit_counts` first looked."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self._prefix = os.path.join(directory, "")
 
@@ -118,6 +120,8 @@ class TimerFiles:
             grouped.setdefault(start, []).append(encode_unit(unit))
         for start, encoded in grouped.items():
             self._write(start, b"".join(encoded))
+            if self._units is not None:
+                self._units[start] = self._units.get(start, 0) + len(encoded)
 
     def _write(self, start: int, data: bytes) -> None:
         fd = os.open(self._name(start), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -174,8 +178,22 @@ class TimerFiles:
                 finally:
                     os.close(fd)
 
+    def unit_counts(self) -> dict[int, int]:
+        """Bucket start -> the units its file holds (recall markers included,
+        torn tails not cut yet counted down): from the files' sizes the first
+        time, kept up to date by `append` and `delete` since."""
+        if self._units is None:
+            units: dict[int, int] = {}
+            for start in self.starts():
+                with contextlib.suppress(FileNotFoundError):
+                    units[start] = self.path(start).stat().st_size // UNIT.size
+            self._units = units
+        return self._units
+
     def delete(self, start: int) -> bool:
         """Remove a bucket's file; False when there was none."""
+        if self._units is not None:
+            self._units.pop(start, None)
         self._checked.discard(start)
         self._dirty.discard(start)
         try:

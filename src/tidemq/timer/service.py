@@ -90,6 +90,25 @@ PutMany = Callable[[Sequence[MessageToStore]], Awaitable[BatchPutResult]]
 _NEVER = 1 << 62
 
 
+@dataclass(frozen=True, slots=True)
+class TimerLag:
+    """How far behind the timer service is, at one moment (RocketMQ's
+    DefaultStoreMetricsManager timer gauges, from TimerMessageStore)."""
+
+    enqueue_lag: int
+    """Parked messages not yet read into the timer files (getEnqueueBehindMessages)."""
+    enqueue_latency_ms: int
+    """Age of the oldest of those (getEnqueueBehindMillis)."""
+    dequeue_lag: int
+    """Timers due and not yet delivered (getDequeueBehindMessages)."""
+    dequeue_latency_ms: int
+    """How long the earliest of those has been due (getDequeueBehind)."""
+    timing: int
+    """Timers waiting: in the wheel, in timer files not loaded yet (recall
+    markers counted as well) and parked but not read yet (rocketmq_timing_messages,
+    which RocketMQ also keeps per topic)."""
+
+
 @dataclass(frozen=True)
 class TimerSettings:
     precision_ms: int = 100
@@ -350,6 +369,30 @@ class TimerService:
             self._watermark,
             recalled=set(self._recall_marks),
             delivered=self._delivered_before_start,
+        )
+
+    def lag(self, now_ms: int) -> TimerLag:
+        """RocketMQ's timer gauges at `now_ms` (see `TimerLag`)."""
+        enqueue_lag = max(
+            self.store.max_offset(TIMER_TOPIC, TIMER_QUEUE_ID) - self._enqueue_offset, 0
+        )
+        enqueue_latency = 0
+        if enqueue_lag:
+            stored = self.store.store_time(TIMER_TOPIC, TIMER_QUEUE_ID, self._enqueue_offset)
+            enqueue_latency = max(0, now_ms - stored) if stored > 0 else 0
+        next_due = self._wheel.next_due_ms()
+        dequeue_latency = max(0, now_ms - next_due) if next_due is not None else 0
+        later = sum(
+            units
+            for start, units in self._files.unit_counts().items()
+            if start >= self._loaded_until
+        )
+        return TimerLag(
+            enqueue_lag=enqueue_lag,
+            enqueue_latency_ms=enqueue_latency,
+            dequeue_lag=self._wheel.count_due(now_ms),
+            dequeue_latency_ms=dequeue_latency,
+            timing=len(self._wheel) + later + enqueue_lag,
         )
 
     # -- recovery: deliveries after the checkpoint -----------------------------

@@ -83,6 +83,17 @@ class TimerWheel:
             return min(slot)[0]
         return slot[0][0]
 
+    def count_due(self, now_ms: int) -> int:
+        """Entries due at `now_ms` and not popped yet (recalled ones included)."""
+        last = now_ms // self.precision_ms
+        due = 0
+        for slot_no, slot in self._slots.items():
+            if slot_no < last:
+                due += len(slot)
+            elif slot_no == last:
+                due += sum(1 for entry in slot if entry.eff_ms <= now_ms)
+        return due
+
     def pop_due(self, now_ms: int, limit: int | None = None) -> list[WheelEntry]:
         """Entries due at `now_ms` in delivery order, at most `limit` of them
         (recalled ones dropped and not counted)."""

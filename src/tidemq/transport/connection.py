@@ -51,6 +51,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias, cast
 
+from tidemq.common.rpc_stats import RpcStats
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol.codes import ResponseCode, request_code_name
 from tidemq.protocol.command import (
@@ -115,6 +116,7 @@ class Connection(asyncio.Protocol):
         name: str = "remoting",
         frame_budget: FrameBudget | None = None,
         sign: Callable[[RemotingCommand], None] | None = None,
+        rpc_stats: RpcStats | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
@@ -155,6 +157,9 @@ class Connection(asyncio.Protocol):
         """The peer's first bytes, kept until a frame decodes (None after)."""
         self._foreign: RemotingForeignProtocolError | None = None
         """Why the connection was closed, when the peer spoke another protocol."""
+        self._rpc_stats = rpc_stats
+        """Where each answered request's latency goes (a server's, with metrics
+        on): stamped when decoded, recorded when the answer is queued."""
 
     def __repr__(self) -> str:
         host, port = self.remote
@@ -226,7 +231,7 @@ class Connection(asyncio.Protocol):
         handler that answers this way returns None. Dropped if closed."""
         if request.flag & ONEWAY_FLAG:
             return
-        self._answer(request, response)
+        self._answer(request, response, long_polling=True)
         self._flush()
 
     def send_oneway(self, command: RemotingCommand) -> None:
@@ -558,6 +563,8 @@ class Connection(asyncio.Protocol):
         future.set_result(response)
 
     def _dispatch(self, request: RemotingCommand) -> None:
+        if self._rpc_stats is not None and self._loop is not None:
+            request.received_at = self._loop.time()
         if self._in_flight >= self._max_in_flight:
             logger.warning(
                 "%s: %r has %d requests in flight, refusing %s",
@@ -607,14 +614,21 @@ class Connection(asyncio.Protocol):
                 response = RemotingCommand.response_to(
                     request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
                 )
-            if response is not None and not request.flag & ONEWAY_FLAG:
-                self._answer(request, response)
+            if response is not None:
+                if not request.flag & ONEWAY_FLAG:
+                    self._answer(request, response)
+                elif self._rpc_stats is not None:
+                    self._record(request, response.code, oneway=True)
         finally:
             self._in_flight -= 1
 
-    def _answer(self, request: RemotingCommand, response: RemotingCommand) -> None:
+    def _answer(
+        self, request: RemotingCommand, response: RemotingCommand, long_polling: bool = False
+    ) -> None:
         if self._closed:
             return
+        if self._rpc_stats is not None:
+            self._record(request, response.code, long_polling)
         response.opaque = request.opaque
         response.flag |= RESPONSE_FLAG
         response.serialize_type = request.serialize_type
@@ -634,6 +648,17 @@ class Connection(asyncio.Protocol):
             )
             return
         self._write_frame(head, body)
+
+    def _record(
+        self, request: RemotingCommand, code: int, long_polling: bool = False, oneway: bool = False
+    ) -> None:
+        """The request's latency, from its decoding to its answer being queued
+        (RocketMQ measures to the write's completion: the same but the
+        socket write)."""
+        stats, loop, started = self._rpc_stats, self._loop, request.received_at
+        if stats is not None and loop is not None and started:
+            elapsed_ms = (loop.time() - started) * 1000.0
+            stats.record(request.code, code, elapsed_ms, long_polling, oneway)
 
 
 GATHER_BODY_BYTES = 16 << 10

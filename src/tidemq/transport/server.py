@@ -43,6 +43,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeAlias
 
+from tidemq.common.rpc_stats import RpcStats
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -111,8 +112,10 @@ class RemotingServer:
         report_interval_s: float = REPORT_INTERVAL_S,
         gate: Gate | None = None,
         tls: ServerTls | None = None,
+        rpc_stats: RpcStats | None = None,
     ) -> None:
-        """TlsConfigError (a ValueError) when `tls` cannot be loaded."""
+        """TlsConfigError (a ValueError) when `tls` cannot be loaded; `rpc_stats`:
+        where every answered request's latency is counted (None: not measured)."""
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         if frame_timeout_s <= 0 or sweep_interval_s <= 0:
@@ -141,6 +144,7 @@ class RemotingServer:
         self._backlog = backlog
         self._accept_retry_s = accept_retry_s
         self._report_interval_s = report_interval_s
+        self.rpc_stats = rpc_stats
         self._tasks = TaskSet(name)
         self._accepts = TaskSet(f"{name}-accept")
         self._acceptors: list[Acceptor] = []
@@ -362,6 +366,7 @@ class RemotingServer:
             on_close=self._connection_closed,
             name=self.name,
             frame_budget=self.frame_budget,
+            rpc_stats=self.rpc_stats,
         )
 
     def _connection_opened(self, connection: Connection) -> None:

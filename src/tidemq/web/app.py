@@ -32,6 +32,7 @@ from tidemq.web.admin_pool import AdminPool
 from tidemq.web.context import DASHBOARD, Dashboard
 from tidemq.web.errors import json_errors
 from tidemq.web.history import History
+from tidemq.web.metrics.merged import MergedFamilies
 from tidemq.web.sampler import DEFAULT_INTERVAL_S, Sampler, local_reading
 
 CORE_KEY: web.AppKey[BrokerCore] = web.AppKey("core", BrokerCore)
@@ -83,8 +84,16 @@ async def _dashboard_lifetime(app: web.Application) -> AsyncIterator[None]:
     await dash.admins.close()
 
 
+def build_metrics_app(registry: CollectorRegistry) -> web.Application:
+    """An endpoint serving only /metrics (a name server on its own)."""
+    app = web.Application()
+    app[REGISTRY_KEY] = registry
+    app.router.add_get("/metrics", _metrics)
+    return app
+
+
 async def _metrics(request: web.Request) -> web.Response:
-    body = generate_latest(request.app[REGISTRY_KEY])
+    body = generate_latest(MergedFamilies(request.app[REGISTRY_KEY]))
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

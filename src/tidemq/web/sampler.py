@@ -49,7 +49,7 @@ def local_reading(core: BrokerCore) -> Reading:
     service = core.service
     stats = service.stats
     name = service.config.broker_name
-    topics = {topic: counter.total for topic, counter in list(stats.puts.items())[:MAX_TOPICS]}
+    topics = {topic: counter.rate.total for topic, counter in list(stats.puts.items())[:MAX_TOPICS]}
     groups: dict[str, int] = {}
     for key in service.offsets.all_offsets():
         _, _, group = key.partition("@")

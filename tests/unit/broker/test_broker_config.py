@@ -38,3 +38,19 @@ def test_trace_topic_settings_default_as_rocketmqs_broker_config(tmp_path: Path)
     assert overrides == {"trace_topic_enable": True, "msg_trace_topic_name": "Traces"}
     with pytest.raises(ValueError, match=r"msg_trace_topic_name: .*illegal characters"):
         BrokerConfig(data_dir=tmp_path, msg_trace_topic_name="no spaces")
+
+
+def test_metrics_are_counted_only_with_an_http_endpoint(tmp_path: Path) -> None:
+    assert not BrokerConfig(data_dir=tmp_path).metrics_counting
+    assert BrokerConfig(data_dir=tmp_path, http_port=0).metrics_counting
+    assert not BrokerConfig(data_dir=tmp_path, http_port=0, metrics_enable=False).metrics_counting
+
+
+def test_metrics_label_is_rocketmqs_key_value_list(tmp_path: Path) -> None:
+    config = BrokerConfig(data_dir=tmp_path, metrics_label="env:prod,,zone:eu-1:a")
+    assert config.metrics_labels == {"env": "prod", "zone": "eu-1:a"}
+    overrides = BrokerConfig.parse_overrides(["metrics_label=env:test", "metrics_enable=false"])
+    assert overrides == {"metrics_label": "env:test", "metrics_enable": False}
+    for bad in ("env", "9env:x", "__name__:x", "a-b:c"):
+        with pytest.raises(ValueError, match="metrics_label"):
+            BrokerConfig(data_dir=tmp_path, metrics_label=bad)

@@ -544,3 +544,55 @@ async def test_a_long_scan_lets_the_broker_run_between_pages(tmp_path: Path) -> 
     await task
     assert report.skipped == 100
     assert during >= 3  # 100 resolved halves are 4 pages: a turn for others after each
+
+
+# -- what /metrics shows: halves waiting, commits, rollbacks -------------------------------
+
+
+async def test_halves_wait_until_ended_and_ends_are_counted_per_topic(tmp_path: Path) -> None:
+    broker = make_broker(tmp_path, http_port=0)
+    stats = broker.service.stats
+    first = await send_half(broker, b"one")
+    second = await send_half(broker, b"two")
+    await send_half(broker, b"three")
+    assert broker.tx.waiting == {TOPIC: 3}
+    assert stats.puts[HALF_TOPIC].by_type["transaction"].messages == 3
+    broker.clock.advance(70)
+    await broker.tx.end(end_header(first, COMMIT))
+    await broker.tx.end(end_header(second, ROLLBACK))
+    await broker.tx.end(end_header(first, COMMIT))  # resolved already: counted once
+    assert broker.tx.waiting == {TOPIC: 1}
+    ended = stats.transactions[TOPIC]
+    assert (ended.commits, ended.rollbacks) == (1, 1)
+    assert ended.latency.cumulative()[:2] == [(5, 0), (60, 0)]  # 70 s from birth to commit
+    assert ended.latency.count == 1
+    assert stats.puts[TOPIC].by_type["transaction"].messages == 1  # the committed copy
+
+
+async def test_a_restart_counts_the_halves_still_waiting(tmp_path: Path) -> None:
+    broker = make_broker(tmp_path, http_port=0)
+    producer(broker, "client-1", 1)
+    committed = await send_half(broker, b"committed")
+    await send_half(broker, b"pending")
+    await broker.tx.end(end_header(committed, COMMIT))
+    broker.clock.advance(6)
+    await broker.tx.check_back.scan()  # re-appends the pending half: still one transaction
+    await broker.tx.stop()
+    broker.service.offsets.persist()
+
+    again = make_broker(tmp_path, store=broker.store, clock=broker.clock, http_port=0)
+    await again.tx.start()
+    try:
+        assert again.tx.waiting == {TOPIC: 1}
+    finally:
+        await again.tx.stop()
+
+
+async def test_a_discarded_half_waits_no_more(tmp_path: Path) -> None:
+    broker = make_broker(tmp_path, transaction_check_max=1)
+    await send_half(broker)
+    for _ in range(3):
+        broker.clock.advance(60)
+        await broker.tx.check_back.scan()
+    assert broker.tx.check_back.totals.discarded == 1
+    assert broker.tx.waiting == {}

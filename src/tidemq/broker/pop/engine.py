@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from tidemq.broker.groups import SubscriptionGroupManager
     from tidemq.broker.offsets import ConsumerOffsetManager
     from tidemq.broker.schedule import PutFunction
+    from tidemq.broker.stats import BrokerStats
     from tidemq.broker.topics import TopicConfigManager
 
 __all__ = ["REVIVE_GROUP", "BrokerPop", "pop_retry_topic", "revive_topic"]
@@ -179,6 +180,7 @@ class BrokerPop:
         offsets: ConsumerOffsetManager,
         checks: ConsumeChecks,
         put: PutFunction,
+        stats: BrokerStats | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -191,6 +193,8 @@ class BrokerPop:
         """The pull's checks (group, topic, filter), so a pop is refused as a pull is."""
         self._put_restored = put
         """Stores revived copies and dead letters (counted as puts)."""
+        self.stats = stats
+        """Where deliveries and dead letters are counted (None: not counted)."""
         self.broker_name = config.broker_name
         self.book = FifoBook(config.config_dir / "consumerOrderInfo.json", clock)
         self.revive_topic = revive_topic(config.cluster_name)
@@ -220,6 +224,26 @@ class BrokerPop:
 
     def pending_count(self) -> int:
         return len(self._pending)
+
+    # -- figures for /metrics --------------------------------------------------------
+
+    def in_flight(self) -> dict[tuple[str, str, int, bool], list[int]]:
+        """(group, original topic, queue id, from the retry topic) -> the offsets
+        handed out and not acked yet, of the queue they were popped from."""
+        found: dict[tuple[str, str, int, bool], list[int]] = {}
+        for ck in self._pending.values():
+            key = (ck.group, ck.origin_topic, ck.queue_id, ck.topic != ck.origin_topic)
+            found.setdefault(key, []).extend(ck.unacked())
+        return found
+
+    def revive_lag(self, now_ms: int) -> tuple[int, int]:
+        """(journal records not yet passed by the revive progress, ms since the
+        oldest checkpoint that is due but not revived): RocketMQ's
+        rocketmq_pop_revive_lag and rocketmq_pop_revive_latency."""
+        progress = max(0, self.offsets.query(REVIVE_GROUP, self.revive_topic, 0))
+        behind = max(0, self.store.max_offset(self.revive_topic, 0) - progress)
+        due = [ck.due_ms for ck in self._pending.values() if ck.due_ms <= now_ms]
+        return behind, (now_ms - min(due)) if due else 0
 
     def is_fifo(self, group: str) -> bool:
         config = self.groups.get(group)
@@ -317,7 +341,9 @@ class BrokerPop:
                     queue_topic, request.group, queue_id, offsets, now, request.invisible_ms
                 )
                 if count + 1 > max_attempts:
-                    await self._dead_letter_batch(request.group, queue_topic, queue_id, records)
+                    await self._dead_letter_batch(
+                        request.group, queue_topic, queue_id, records, request.topic
+                    )
                     self.book.clear(queue_topic, request.group, queue_id)
                     self.offsets.commit(request.group, queue_topic, queue_id, get.next_begin_offset)
                     continue
@@ -337,6 +363,10 @@ class BrokerPop:
                 journal.append(ck)
                 self.offsets.commit(request.group, queue_topic, queue_id, get.next_begin_offset)
                 attempts = [_reconsume_times(r) + 1 for r in records]
+            if self.stats is not None:
+                self.stats.record_pop(
+                    request.topic, request.group, len(records), sum(map(len, records)), is_retry
+                )
             for record, queue_offset, attempt in zip(records, offsets, attempts, strict=True):
                 handle = ReceiptHandle(
                     offsets[0],
@@ -501,7 +531,7 @@ class BrokerPop:
         record = self._read(group, queue_topic, handle.queue_id, handle.queue_offset)
         if record is None:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, "the message is gone from the store")
-        await self._dead_letter_batch(group, queue_topic, handle.queue_id, [record])
+        await self._dead_letter_batch(group, queue_topic, handle.queue_id, [record], topic)
         await self.ack(group, topic, receipt_handle)
 
     def _mark_acked(self, ck: Checkpoint, offsets: list[int]) -> None:
@@ -553,8 +583,14 @@ class BrokerPop:
         return bytes(get.buffers[0])
 
     async def _dead_letter_batch(
-        self, group: str, queue_topic: str, queue_id: int, records: list[bytes]
+        self,
+        group: str,
+        queue_topic: str,
+        queue_id: int,
+        records: list[bytes],
+        origin_topic: str,
     ) -> None:
+        """Copy `records` (read from `queue_topic`, messages of `origin_topic`) into the DLQ."""
         dlq = self.topics.ensure_dlq_topic(group)
         if dlq is None:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, f"no DLQ topic for group {group}")
@@ -563,6 +599,8 @@ class BrokerPop:
             if copy is None:
                 continue
             await self._put(copy)
+            if self.stats is not None:
+                self.stats.record_dead_letter(group, origin_topic)
             log.info("pop: a message of %s/%d moved to %s", queue_topic, queue_id, dlq.topic_name)
 
     async def _put(self, message: MessageToStore) -> None:
@@ -685,7 +723,9 @@ class BrokerPop:
                     log.warning("pop: %s/%d@%d is gone; not revived", ck.topic, ck.queue_id, offset)
                     continue
                 if _reconsume_times(raw) >= max_retry:
-                    await self._dead_letter_batch(ck.group, ck.topic, ck.queue_id, [raw])
+                    await self._dead_letter_batch(
+                        ck.group, ck.topic, ck.queue_id, [raw], ck.origin_topic
+                    )
                     continue
                 retry_topic = pop_retry_topic(ck.group, ck.origin_topic)
                 self.topics.create_in_send_back(retry_topic, 1, PERM_READ_WRITE)

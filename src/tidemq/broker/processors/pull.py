@@ -281,7 +281,14 @@ class PullProcessor:
         if code == ResponseCode.SUCCESS:
             result.body = get.body()
             result.message_count = get.message_count
-            self.stats.record_get(request.topic, request.group, get.message_count, len(result.body))
+            self.stats.record_get(
+                request.topic,
+                request.group,
+                get.message_count,
+                len(result.body),
+                request.queue_id,
+                get.next_begin_offset,
+            )
         return result
 
     async def pull(self, request: PullRequest) -> PullResult:

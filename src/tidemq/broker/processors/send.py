@@ -25,9 +25,10 @@ from tidemq.broker.hooks import DelayHooks, TimerHooks, TransactionHooks
 from tidemq.broker.message_types import check_message_type
 from tidemq.broker.remoting import RequestHandler, born_address, ok
 from tidemq.broker.requests import BrokerError, SendRequest, SendResult
-from tidemq.broker.stats import BrokerStats
+from tidemq.broker.stats import DELAY, FIFO, NORMAL, TRANSACTION, BrokerStats
 from tidemq.broker.topics import (
     MULTI_TAG,
+    TRANS_HALF_TOPIC,
     TopicConfig,
     TopicConfigManager,
     is_not_allowed_send_topic,
@@ -128,6 +129,15 @@ _BORN_ADDRESS = "tidemq.send.born_address"
 
 _VALID_TOPICS_LIMIT = 4096
 """Topic names found valid that a processor remembers (then it starts over)."""
+
+
+def _message_type(properties: str, delayed: bool) -> str:
+    """RocketMQ's message_type label of a single send that is not transactional
+    (BrokerMetricsManager.getMessageType: a sharding key makes it fifo before a
+    delivery time makes it delay); `delayed`: it has a delay or timer key."""
+    if _has_key(properties, props.SHARDING_KEY):
+        return FIFO
+    return DELAY if delayed else NORMAL
 
 
 def _property(properties: str, key: str) -> str | None:
@@ -418,7 +428,10 @@ class SendProcessor:
         if transactional and self.transactions is not None:
             message = self.transactions.prepare(message, request.producer_group)
             result = await self.store.put_message(message)
-            sent = self._send_result(result, topic, queue_id, len(request.body))
+            sent = self._send_result(
+                result, message.topic, queue_id, len(request.body), TRANSACTION
+            )
+            self.transactions.halves_stored(topic)
             sent.transaction_id = _property(request.properties, props.UNIQ_KEY)
             return sent
         level = 0 if to_dlq or not acted_on else self._delay_level(request.properties)
@@ -436,17 +449,34 @@ class SendProcessor:
             if parked is not None:
                 message = parked[0]
         result = await self.store.put_message(message)
-        sent = self._send_result(result, topic, queue_id, len(request.body))
+        kind = _message_type(
+            request.properties,
+            acted_on
+            and (
+                _has_key(request.properties, props.DELAY) or _has_timer_property(request.properties)
+            ),
+        )
+        sent = self._send_result(result, message.topic, queue_id, len(request.body), kind)
+        if to_dlq:  # stored (_send_result raises otherwise)
+            self.stats.record_dead_letter(
+                retry.group_of(request.topic) or "",
+                _property(request.properties, props.RETRY_TOPIC) or request.topic,
+            )
         if parked is not None and timers is not None:
+            timers.parked_stored(topic)
             sent.recall_handle = timers.recall_handle(topic, message, parked[1])
         return sent
 
-    def _send_result(self, result: PutResult, topic: str, queue_id: int, size: int) -> SendResult:
+    def _send_result(
+        self, result: PutResult, topic: str, queue_id: int, size: int, kind: str = NORMAL
+    ) -> SendResult:
+        """The answer to a single send; a stored one counts as a put of `topic`
+        (where it was stored) of message type `kind`."""
         if result.status is PutStatus.PUT_OK:
-            self.stats.record_put(topic, 1, size)
+            self.stats.record_put(topic, 1, size, kind)
             return SendResult(ResponseCode.SUCCESS, result.msg_id, queue_id, result.queue_offset)
         if result.status is PutStatus.FLUSH_DISK_TIMEOUT:
-            self.stats.record_put(topic, 1, size)
+            self.stats.record_put(topic, 1, size, kind)
             return SendResult(
                 ResponseCode.FLUSH_DISK_TIMEOUT,
                 result.msg_id,
@@ -625,6 +655,8 @@ class SendProcessor:
             raise _put_failure(PutResult(batch.status, remark=batch.remark))
         if batch.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
             raise _put_failure(batch.results[0])
+        self.stats.record_put(TRANS_HALF_TOPIC, len(batch.results), len(request.body), TRANSACTION)
+        self.transactions.halves_stored(request.topic, len(batch.results))
         code = (
             ResponseCode.SUCCESS
             if batch.status is PutStatus.PUT_OK
@@ -653,6 +685,9 @@ class SendProcessor:
             return None
         if result.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
             raise _put_failure(PutResult(result.status, remark=result.remark))
+        self.stats.record_put(TRANS_HALF_TOPIC, result.count, len(request.body), TRANSACTION)
+        if self.transactions is not None:
+            self.transactions.halves_stored(request.topic, result.count)
         code = ResponseCode.SUCCESS if result.ok else ResponseCode.FLUSH_DISK_TIMEOUT
         return SendResult(
             code, halves.msg_ids, queue_id, halves.first_queue_offset, result.remark or None
@@ -714,6 +749,9 @@ class SendProcessor:
         if result.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
             raise _put_failure(result)
         self.stats.record_put(message.topic, 1, len(message.body))
+        if level == 0:
+            origin = record.properties.get(props.RETRY_TOPIC) or record.topic
+            self.stats.record_dead_letter(group, origin)
 
     # -- recall --------------------------------------------------------------------------
 
