@@ -65,6 +65,7 @@ from tidemq.common.message import MessageExt
 from tidemq.common.properties import edit_properties
 from tidemq.record.codec import decode_record, peek_header, peek_topic_and_properties
 from tidemq.store.api import (
+    STORED_STATUSES,
     DispatchRequest,
     GetResult,
     GetStatus,
@@ -89,7 +90,6 @@ DEFAULT_STOP_GRACE_S = 5.0
 """How long `stop` lets a put in flight finish so its progress is recorded."""
 DEFAULT_BATCH_SIZE = 32
 
-STORED_STATUSES = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT})
 """Put outcomes after which the message is in the store (progress moves on)."""
 
 PutFunction = Callable[[MessageToStore], Awaitable[PutResult]]

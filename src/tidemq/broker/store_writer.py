@@ -24,6 +24,6 @@ class StoreWriter:
     async def put_restored(self, message: MessageToStore) -> PutResult:
         """Store `message`; a stored one counts as a put of its topic."""
         result = await self.store.put_message(message)
-        if result.ok:
+        if result.stored:
             self.stats.record_put(message.topic, 1, len(message.body))
         return result

@@ -66,11 +66,16 @@ from tidemq.common.message import MAX_MESSAGE_SIZE
 from tidemq.grpc.acl_interceptor import AclInterceptor
 from tidemq.grpc.server import GrpcEndpoint
 from tidemq.grpc.servicer import MessagingServicer
+from tidemq.ha.config import BrokerRole
+from tidemq.ha.service import Replication
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import (
     RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
+    decode_header,
     encode_header,
 )
 from tidemq.server.access_control import open_access_control
@@ -124,15 +129,19 @@ def _sync(action: Callable[[], None]) -> Callable[[], Awaitable[None]]:
     return run
 
 
-def _store_runtime_info(store: FileMessageStore) -> Callable[[], dict[str, str]]:
+def _store_runtime_info(
+    store: FileMessageStore, replication: Callable[[], Replication | None]
+) -> Callable[[], dict[str, str]]:
     """The file store's part of GET_BROKER_RUNTIME_INFO: commit log bounds,
-    disk use, retention counters."""
+    disk use, retention counters, and the replication's keys."""
 
     def info() -> dict[str, str]:
+        ha = replication()
         return {
             "commitLogMinOffset": str(store.commitlog.min_offset),
             "commitLogMaxOffset": str(store.commitlog.max_offset),
             **store.runtime_info(),
+            **(ha.runtime_info() if ha is not None else {}),
         }
 
     return info
@@ -182,6 +191,8 @@ class Broker:
         self.clock = clock
         self.server: RemotingServer | None = None
         self.store: FileMessageStore | None = None
+        self.replication: Replication | None = None
+        """The HA port, a slave's copy of its master, a SYNC_MASTER's waits (tidemq.ha)."""
         self.core: BrokerCore | None = None
         """The broker's parts (state, features, processors), once the store is open."""
         self.grpc: GrpcEndpoint | None = None
@@ -243,6 +254,17 @@ class Broker:
         """ "host:port" clients dial (brokerAddrs in routes, part of every msgId)."""
         return f"{self.config.advertised_host}:{self.port}"
 
+    @property
+    def ha_address(self) -> str | None:
+        """ "host:port" of the HA port slaves copy the commitlog from."""
+        if self.replication is None:
+            return None
+        return f"{self.config.advertised_host}:{self.replication.port}"
+
+    @property
+    def is_slave(self) -> bool:
+        return self.config.broker_role is BrokerRole.SLAVE
+
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -271,6 +293,8 @@ class Broker:
             await self._open(gate)
         except BaseException:
             await self.server.stop(0.5)
+            if self.replication is not None:
+                await self.replication.stop()
             if self.store is not None:
                 await asyncio.to_thread(self.store.close)
             raise
@@ -362,9 +386,11 @@ class Broker:
             disk_force_clean_ratio=config.disk_force_clean_ratio,
             disk_warning_ratio=config.disk_warning_ratio,
             clean_file_forcibly=config.clean_file_forcibly,
+            replica=self.is_slave,
         )
         self.store = FileMessageStore(store_config, clock=self.clock)
         await asyncio.to_thread(self.store.open)
+        await self._start_replication(self.store)
         core = assemble(
             config.with_port(port),
             self.store,
@@ -374,7 +400,7 @@ class Broker:
             max_message_size=store_config.max_message_size,
             sql_filter_factory=sql92_message_filter if config.enable_property_filter else None,
             on_topics_change=self._request_registration,
-            store_info=_store_runtime_info(self.store),
+            store_info=_store_runtime_info(self.store, lambda: self.replication),
         )
         core.service.load()
         core.service.attach_loop(asyncio.get_running_loop())
@@ -386,6 +412,10 @@ class Broker:
         gate.open(table)  # requests that arrived while the store opened
         assert self.server is not None
         self.server.use_handlers(table)  # later ones skip the gate
+        if self.is_slave:
+            # A slave writes nothing of its own: delays, timers, transaction
+            # checks and POP revives run on its master, whose writes it copies.
+            return
         if core.scheduler is not None:
             await core.scheduler.start()
         if core.timers is not None:
@@ -414,6 +444,8 @@ class Broker:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.replication is not None:
+            await _step("stopping replication", self.replication.stop)
         if core is not None and core.scheduler is not None:
             await _step("stopping the delay scheduler", core.scheduler.stop)
         if core is not None and core.pop_engine is not None:
@@ -461,7 +493,7 @@ class Broker:
             broker_name=self.config.broker_name,
             broker_addr=self.address,
             cluster_name=self.config.cluster_name,
-            ha_server_addr=self.address,
+            ha_server_addr=self.ha_address or self.address,
             broker_id=self.config.broker_id,
             compressed=False,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
@@ -469,12 +501,27 @@ class Broker:
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, encode_header(header), body)
 
     async def register_all(self) -> int:
-        """REGISTER_BROKER to every name server; how many accepted it."""
+        """REGISTER_BROKER to every name server; how many accepted it. A slave
+        learns its master's addresses from the answers (RegisterBrokerResult)."""
         command = self._registration()
-        results = await asyncio.gather(
+        responses = await asyncio.gather(
             *(self._call_namesrv(addr, command) for addr in self.config.namesrv_addrs)
         )
-        return sum(results)
+        accepted = [response for response in responses if response is not None]
+        if self.is_slave:
+            self._learn_master(accepted)
+        return len(accepted)
+
+    def _learn_master(self, answers: list[RemotingCommand]) -> None:
+        for response in answers:
+            try:
+                result = decode_header(RegisterBrokerResponseHeader, response.ext_fields)
+            except ProtocolError as exc:
+                log.warning("unreadable REGISTER_BROKER answer: %s", exc)
+                continue
+            if result.ha_server_addr and self.replication is not None:
+                self.replication.learn_master(result.ha_server_addr)
+                return
 
     async def _unregister_all(self) -> None:
         if self.server is None or not self.config.namesrv_addrs:
@@ -492,16 +539,17 @@ class Broker:
 
     async def _call_namesrv(
         self, address: str, command: RemotingCommand, timeout: float = NAMESRV_TIMEOUT_S
-    ) -> bool:
+    ) -> RemotingCommand | None:
+        """The name server's answer when it accepted `command`, else None (logged)."""
         try:
             response = await self._namesrv.invoke(address, command, timeout)
         except (RemotingError, ValueError) as exc:
             log.warning("name server %s: %s failed: %s", address, command.code, exc)
-            return False
+            return None
         if response.code != ResponseCode.SUCCESS:
             log.warning("name server %s refused %s: %s", address, command.code, response.remark)
-            return False
-        return True
+            return None
+        return response
 
     async def _register_loop(self) -> None:
         event = self._register_now
@@ -516,6 +564,39 @@ class Broker:
                 await self.register_all()
             except Exception:
                 log.exception("registration with the name servers failed")
+
+    # -- replication ----------------------------------------------------------------------
+
+    async def _start_replication(self, store: FileMessageStore) -> None:
+        """Listen on the HA port (every role, as RocketMQ's HAService); a slave
+        starts copying, a SYNC_MASTER's store starts waiting for slaves. The
+        default port (listen port + 1) falls back to a free one when taken:
+        slaves learn the real one from the name server."""
+        config = self.config
+        replication = Replication(
+            store,
+            config.broker_role,
+            config.ha_settings,
+            master_address=config.ha_master_address,
+        )
+        port = config.ha_port(self.port)
+        try:
+            await replication.start(config.listen_host, port)
+        except OSError as exc:
+            if config.ha_listen_port is not None or port == 0:
+                raise OSError(
+                    exc.errno, f"cannot listen on HA port {port}: {exc.strerror}"
+                ) from exc
+            log.warning("HA port %d is taken (%s): listening on a free port instead", port, exc)
+            await replication.start(config.listen_host, 0)
+        self.replication = replication
+        log.info(
+            "%s %s (id %d): HA port %s",
+            config.broker_role.value,
+            config.broker_name,
+            config.broker_id,
+            self.ha_address,
+        )
 
     # -- background work ------------------------------------------------------------------
 

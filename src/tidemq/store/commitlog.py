@@ -120,6 +120,11 @@ class CommitLog:
         self._id_prefix = (store_host + store_port.to_bytes(4, "big")).hex().upper()
         self._tags_code_rule = tags_code_rule
         self._topic_bytes: dict[str, bytes] = {}
+        self.write_listeners: list[Callable[[], None]] = []
+        """Called after every append (on the writer's thread): a master's HA
+        connections wake to send the new bytes."""
+        self.read_end = 0
+        """Where the last `records_between` stopped."""
 
     # -- writing ----------------------------------------------------------
 
@@ -323,6 +328,8 @@ class CommitLog:
                     f"append planned at {segment_start}, but the log ends at {mapped.end_offset}"
                 )
             mapped.append(data)
+        for listener in self.write_listeners:
+            listener()
 
     def cancel(self, plan: AppendPlan) -> None:
         """Forget a prepared append: its queue offsets go back to their owners."""
@@ -407,8 +414,12 @@ class CommitLog:
     def records_between(self, start: int, end: int) -> Iterator[tuple[int, DispatchRequest | None]]:
         """The records written in [start, end) of the live log (unlike `scan`,
         which recovery runs before positions are known): each one's offset and
-        dispatch request. Stops, with a warning, at bytes that do not check out."""
+        dispatch request. Afterwards `read_end` is where reading stopped: at
+        `end`, at a record whose bytes have not all arrived yet (a slave's
+        log ends wherever the master's last transfer did), or, with a
+        warning, at bytes that do not check out."""
         offset = start
+        self.read_end = start
         while offset < end:
             mapped = self.log.find(offset)
             if mapped is None:
@@ -417,10 +428,13 @@ class CommitLog:
             written = mapped.wrote_position
             if pos + 8 > written:
                 return
-            _, magic = _SIZE_MAGIC.unpack(mapped.file.view(pos, 8))
+            size, magic = _SIZE_MAGIC.unpack(mapped.file.view(pos, 8))
             if magic == BLANK_MAGIC:
                 offset = mapped.start_offset + mapped.size
+                self.read_end = offset
                 continue
+            if magic in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) and pos + size > written:
+                return
             checked = self._check_record(mapped.file.view(pos, written - pos), offset)
             if isinstance(checked, str):
                 log.warning("stopped reading the commitlog at %d: %s", offset, checked)
@@ -428,6 +442,7 @@ class CommitLog:
             dispatch, _, record_size = checked
             yield offset, dispatch
             offset += record_size
+            self.read_end = offset
 
     def _check_record(
         self, view: memoryview, offset: int

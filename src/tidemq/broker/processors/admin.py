@@ -36,6 +36,7 @@ from tidemq.broker.stats import BrokerStats
 from tidemq.broker.topics import TopicConfig, TopicConfigManager, TopicError
 from tidemq.common.clock import Clock
 from tidemq.common.names import validate_topic_name
+from tidemq.ha.config import BrokerRole
 from tidemq.protocol.admin_headers import (
     ConsumerGroupRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -64,6 +65,13 @@ VERSION_DESC = "tidemq 0.1.0"
 StoreInfo = Callable[[], dict[str, str]]
 """The store's own part of GET_BROKER_RUNTIME_INFO (commit log bounds, disk
 use, retention counters: what a file store knows)."""
+
+
+SLAVE_ADMIN_REMARK = (
+    "Can't modify topic or subscription group from slave broker, "
+    "please execute it from master broker."
+)
+"""RocketMQ's words (AdminBrokerProcessor.validateSlave), answered SYSTEM_ERROR."""
 
 
 class AdminProcessor:
@@ -103,6 +111,12 @@ class AdminProcessor:
         self.boot_ms = boot_ms
         self.store_info = store_info
 
+    def _refuse_on_slave(self) -> None:
+        """Topics and groups change on the master; a slave copies them
+        (AdminBrokerProcessor.validateSlave)."""
+        if self.config.broker_role is BrokerRole.SLAVE:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, SLAVE_ADMIN_REMARK)
+
     def handlers(self) -> dict[int, RequestHandler]:
         return {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.handle_update_and_create_topic,
@@ -129,6 +143,7 @@ class AdminProcessor:
     async def handle_update_and_create_topic(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
+        self._refuse_on_slave()
         header = decode_header(CreateTopicRequestHeader, request.ext_fields)
         existing = self.topics.get(header.topic)
         try:
@@ -168,6 +183,7 @@ class AdminProcessor:
     async def handle_delete_topic_in_broker(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
+        self._refuse_on_slave()
         header = decode_header(DeleteTopicRequestHeader, request.ext_fields)
         self.delete_topic(header.topic)
         return ok(request)
@@ -189,6 +205,7 @@ class AdminProcessor:
     async def handle_update_and_create_group(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
+        self._refuse_on_slave()
         config = SubscriptionGroupConfig.from_json(json_body(request, "subscription group"))
         self.update_group(config)
         return ok(request)
@@ -213,6 +230,7 @@ class AdminProcessor:
     async def handle_delete_subscription_group(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
+        self._refuse_on_slave()
         header = decode_header(DeleteSubscriptionGroupRequestHeader, request.ext_fields)
         self.delete_group(header.group_name, header.clean_offset)
         return ok(request)
@@ -477,6 +495,7 @@ class AdminProcessor:
             "brokerName": config.broker_name,
             "brokerClusterName": config.cluster_name,
             "brokerId": str(config.broker_id),
+            "brokerRole": config.broker_role.value,
             "brokerIP1": config.advertised_host,
             "listenPort": self.address.rpartition(":")[2],
             "namesrvAddr": ";".join(config.namesrv_addrs),
