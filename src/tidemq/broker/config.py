@@ -166,6 +166,10 @@ class BrokerConfig:
     slave_timeout_ms: int = 3000
     """How long a SYNC_MASTER waits for a slave's acknowledgement before it
     answers FLUSH_SLAVE_TIMEOUT (slaveTimeout)."""
+    slave_sync_interval_s: float = 10.0
+    """How often a slave copies its master's topics, groups, consumer and delay
+    offsets (RocketMQ's SlaveSynchronize: every 10 s); also at once when it
+    learns its master."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -237,6 +241,8 @@ class BrokerConfig:
                 raise ValueError(
                     f"ha_master_address={self.ha_master_address!r}: expected host:port"
                 )
+        if self.slave_sync_interval_s <= 0:
+            raise ValueError(f"slave_sync_interval_s={self.slave_sync_interval_s}: must be > 0")
         self.ha_settings  # noqa: B018 (raises ValueError naming a bad HA setting)
 
     @property

@@ -356,11 +356,15 @@ class DelayScheduler:
         """Level -> queue offset of the next message to deliver (a copy)."""
         return dict(self._offsets)
 
+    def encode(self) -> str:
+        """The progress as delayOffset.json holds it (ScheduleMessageService.encode):
+        what GET_ALL_DELAY_OFFSET answers, and what a slave copies."""
+        return _encode_progress(self._offsets)
+
     def persist(self) -> None:
         """Write the progress file atomically (temporary file, fsync, rename)."""
         snapshot = dict(self._offsets)
-        text = json.dumps({"offsetTable": {str(k): v for k, v in sorted(snapshot.items())}})
-        write_atomically(self._progress_path, text.encode())
+        write_atomically(self._progress_path, _encode_progress(snapshot).encode())
         self._persisted = snapshot
 
     def _load(self) -> dict[int, int]:
@@ -577,3 +581,7 @@ class DelayScheduler:
                 exc,
             )
             return None
+
+
+def _encode_progress(offsets: dict[int, int]) -> str:
+    return json.dumps({"offsetTable": {str(k): v for k, v in sorted(offsets.items())}})

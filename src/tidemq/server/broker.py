@@ -10,7 +10,10 @@ Start order:
    up to STARTUP_WAIT_S, then get SYSTEM_BUSY), because the store needs the
    port: it is part of every offset message id;
 2. open the store (recovery runs here, on a worker thread) with the
-   advertised IPv4 address and the bound port as store host;
+   advertised IPv4 address and the bound port as store host; listen on the
+   HA port (`tidemq.ha`): a SLAVE starts copying its master's commitlog
+   (its store refuses every other write), a SYNC_MASTER's store waits for
+   a slave on each write;
 3. build the broker's parts in dependency order (`tidemq.broker.assembly`:
    the shared state, the delay scheduler, timers, transactions, POP, the
    processors), load topics, groups and offsets from data_dir/config, open
@@ -20,14 +23,20 @@ Start order:
    background tasks: registration every 30 s (and at once after a topic
    change), long-poll re-check every 5 s, offset persist every 5 s, client
    and lock expiry every 10 s, retention (and a disk use check) every
-   `retention_interval_s` (10 s), the delay scheduler, the ACL file's poll.
+   `retention_interval_s` (10 s), the delay scheduler, the ACL file's poll;
+   a SLAVE starts none of the features that write (delays, timers,
+   transaction checks, POP) and copies its master's topics, groups and
+   offsets every `slave_sync_interval_s` (`broker.slave_sync`). A slave
+   learns its master's HA and remoting addresses from the name servers'
+   answers to REGISTER_BROKER.
 
 With ``acl_access_key``/``acl_secret_key`` its requests to the name servers
 are signed (RocketMQ 5's innerClientAuthenticationCredentials).
 
 Stop order (`stop`): answer every held pull now; stop the server (stop
 accepting, let in-flight requests finish up to `grace`, close connections);
-cancel the background tasks; stop the delay scheduler (persists its
+cancel the background tasks; stop replication (writes still waiting for a
+slave are answered FLUSH_SLAVE_TIMEOUT); stop the delay scheduler (persists its
 progress); persist offsets, topics and groups; unregister from every name
 server (UNREGISTER_BROKER); close the store (flush + checkpoint). A step
 that fails (a full disk refusing a progress file) is logged and the rest go on,
@@ -54,12 +63,13 @@ from tidemq.acl.auth_store import AuthStore
 from tidemq.acl.credentials import Credentials
 from tidemq.acl.gate import AclGate
 from tidemq.acl.policy_file import PolicyFile
-from tidemq.broker.assembly import BrokerCore, assemble
+from tidemq.broker.assembly import DELAY_PROGRESS_FILE, BrokerCore, assemble
 from tidemq.broker.auth_admin import AuthAdmin
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.handlers import HANDLED_CODES, encode_json
 from tidemq.broker.long_polling import recheck_interval_s
 from tidemq.broker.service import BrokerService
+from tidemq.broker.slave_sync import SlaveSync
 from tidemq.broker.sql_filter import sql92_message_filter
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MAX_MESSAGE_SIZE
@@ -212,6 +222,10 @@ class Broker:
             sign=credentials.sign if credentials is not None else None,
             tls=config.namesrv_client_tls,
         )
+        self._master: RemotingClient | None = None
+        """A slave's client to its master (metadata copies), signed as the name server's."""
+        self.slave_sync: SlaveSync | None = None
+        self._credentials = credentials
         self._tasks: set[asyncio.Task[None]] = set()
         self._register_now: asyncio.Event | None = None
         self._offset_write: asyncio.Future[None] | None = None
@@ -338,6 +352,8 @@ class Broker:
         self._spawn(self._every(config.persist_interval_s, self._persist_offsets), "persist")
         self._spawn(self._every(EXPIRY_SCAN_INTERVAL_S, self._expire_clients), "client-expiry")
         self._spawn(self._every(config.retention_interval_s, self._retention), "retention")
+        if self.slave_sync is not None:
+            self._spawn(self.slave_sync.run(), "slave-sync")
         if self.acl_file is not None:
             self._spawn(self._every(ACL_POLL_TICK_S, self._poll_acl), "acl-reload")
         log.info("broker %s started at %s", config.broker_name, self.address)
@@ -405,6 +421,22 @@ class Broker:
         core.service.load()
         core.service.attach_loop(asyncio.get_running_loop())
         self.core = core
+        if self.is_slave:
+            credentials = self._credentials
+            self._master = RemotingClient(
+                name=f"broker-{config.broker_name}-master",
+                sign=credentials.sign if credentials is not None else None,
+            )
+            service = core.service
+            self.slave_sync = SlaveSync(
+                self._master,
+                topics=service.topics,
+                groups=service.groups,
+                offsets=service.offsets,
+                delay_progress=config.config_dir / DELAY_PROGRESS_FILE,
+                own_address=lambda: self.address,
+                interval_s=config.slave_sync_interval_s,
+            )
         self._register_now = asyncio.Event()
         table = core.dispatch_table()
         if self.auth_store is not None:
@@ -464,6 +496,8 @@ class Broker:
             await _step("persisting groups", _sync(service.groups.persist))
         await self._unregister_all()
         await self._namesrv.close()
+        if self._master is not None:
+            await self._master.close()
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
         log.info("broker %s stopped", self.config.broker_name)
@@ -519,6 +553,8 @@ class Broker:
             except ProtocolError as exc:
                 log.warning("unreadable REGISTER_BROKER answer: %s", exc)
                 continue
+            if self.slave_sync is not None:
+                self.slave_sync.learn_master(result.master_addr)
             if result.ha_server_addr and self.replication is not None:
                 self.replication.learn_master(result.ha_server_addr)
                 return

@@ -161,15 +161,12 @@ class FileMessageStore:
         self._closed = False
         self._read_only = False
         self._lock: StoreLock | None = None
-        self.replication: ReplicaGate | None = None
-        """A SYNC_MASTER's slaves (attached by the broker): each write is
-        answered once one of them has it, or with why not (`store.replica`)."""
+        self._replication: ReplicaGate | None = None
         self.group_commit = GroupCommitter(
             self.append,
             self.flush,
             sync_timeout_s=config.sync_flush_timeout_ms / 1000,
             written_end=lambda: self.commitlog.max_offset,
-            replicate=self._replica_wait,
         )
 
     # -- lifecycle ----------------------------------------------------------
@@ -538,8 +535,19 @@ class FileMessageStore:
         return combine(flushed, replica)
 
     def _replica_wait(self, end: int) -> PutStatus | asyncio.Future[PutStatus]:
-        gate = self.replication
+        gate = self._replication
         return PutStatus.PUT_OK if gate is None else gate.wait_replicated(end)
+
+    @property
+    def replication(self) -> ReplicaGate | None:
+        """A SYNC_MASTER's slaves (attached by the broker): each write is
+        answered once one of them has it, or with why not (`store.replica`)."""
+        return self._replication
+
+    @replication.setter
+    def replication(self, gate: ReplicaGate | None) -> None:
+        self._replication = gate
+        self.group_commit.replicate = None if gate is None else gate.wait_replicated
 
     def append_batch(self, batch: BatchToStore) -> tuple[BatchAppendResult, int] | None:
         """Write and dispatch a batch body without waiting for durability:

@@ -133,9 +133,10 @@ class GroupCommitter:
         self._sync_timeout = sync_timeout_s
         self._written_end = written_end
         """Where the commitlog ends: unchanged by an append that wrote nothing."""
-        self._replicate = replicate
+        self.replicate = replicate
         """A SYNC_MASTER's wait for a slave to have the log up to an offset:
-        PUT_OK, an answer at once, or a future (see `tidemq.store.replica`)."""
+        PUT_OK, an answer at once, or a future (see `tidemq.store.replica`);
+        None: nothing to wait for (set by the store when a gate is attached)."""
         self._max_messages = max_messages
         self._max_bytes = max_bytes
         self._alone_batch = alone_batch
@@ -168,7 +169,12 @@ class GroupCommitter:
         """Store `message` in the current group: its result, or (usually) a
         future of it, set once stored (in sync mode: and flushed)."""
         lone = self._lone_writer
-        if lone and self._pending is None and id(asyncio.current_task()) == lone:
+        if (
+            lone
+            and self._pending is None
+            and self.replicate is None
+            and id(asyncio.current_task()) == lone
+        ):
             # This task wrote alone last time: see `_lone_writer`.
             self.groups += 1
             self.messages += 1
@@ -205,7 +211,12 @@ class GroupCommitter:
         """The same for a batch, stored as consecutive records, whole or not
         at all (as `append` stores a batch)."""
         lone = self._lone_writer
-        if lone and self._pending is None and id(asyncio.current_task()) == lone:
+        if (
+            lone
+            and self._pending is None
+            and self.replicate is None
+            and id(asyncio.current_task()) == lone
+        ):
             self.groups += 1
             self.messages += len(messages)
             self.largest_group = max(self.largest_group, len(messages))
@@ -280,7 +291,7 @@ class GroupCommitter:
             self._pending = None
         messages = group.messages
         callers = group.callers
-        if len(callers) == 1 and not self._flush.sync_mode:
+        if len(callers) == 1 and not self._flush.sync_mode and self.replicate is None:
             self._lone_writer = group.first_writer
         else:
             self._lone_writer = 0
@@ -337,7 +348,7 @@ class GroupCommitter:
         sync mode once flushed (one wait, one timer for all of them), and on
         a SYNC_MASTER once a slave has them (one wait for all of them)."""
         flush = self._flush
-        replicate = self._replicate
+        replicate = self.replicate
         last = results[-1]
         end = last.physical_offset + last.size
         replica = PutStatus.PUT_OK if replicate is None else replicate(end)

@@ -256,19 +256,24 @@ async def test_concurrent_sends_share_one_replica_wait(
         master.close()
 
 
+@pytest.mark.parametrize("flush", [FlushMode.ASYNC, FlushMode.SYNC])
 @pytest.mark.parametrize("answer", [PutStatus.SLAVE_NOT_AVAILABLE, PutStatus.FLUSH_SLAVE_TIMEOUT])
 async def test_a_send_without_a_slave_is_stored_and_says_so(
-    tmp_path: Path, clock: ManualClock, answer: PutStatus
+    tmp_path: Path, clock: ManualClock, answer: PutStatus, flush: FlushMode
 ) -> None:
-    master = opened(small_config(tmp_path, flush_mode=FlushMode.SYNC), clock)
-    master.replication = Gate(answer)
+    master = opened(small_config(tmp_path, flush_mode=flush), clock)
+    gate = Gate(answer)
+    master.replication = gate
     try:
         async with asyncio.timeout(HANG_GUARD_S):
-            single = await master.put_message(make_message("T", "one"))
+            # A loop of awaited sends: in async-flush mode a lone writer skips
+            # the group's tick, never the slave's wait.
+            singles = [await master.put_message(make_message("T", f"s{i}")) for i in range(3)]
             batch = await master.put_messages([make_message("T", "b1"), make_message("T", "b2")])
-        assert single.status is answer and single.stored
-        assert single.remark == REPLICA_REMARKS[answer]
+        assert [r.status for r in singles] == [answer] * 3
+        assert all(r.stored and r.remark == REPLICA_REMARKS[answer] for r in singles)
         assert batch.status is answer and [r.status for r in batch.results] == [answer] * 2
-        assert bodies(master, "T", 0) == [b"one", b"b1", b"b2"]
+        assert len(gate.waits) == 4
+        assert bodies(master, "T", 0) == [b"s0", b"s1", b"s2", b"b1", b"b2"]
     finally:
         master.close()

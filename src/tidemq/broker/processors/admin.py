@@ -94,8 +94,11 @@ class AdminProcessor:
         address: str,
         boot_ms: int,
         store_info: StoreInfo | None = None,
+        delay_offsets: Callable[[], str] | None = None,
     ) -> None:
         self.config = config
+        self.delay_offsets = delay_offsets
+        """The delay scheduler's progress, as delayOffset.json holds it (None: no scheduler)."""
         self.store = store
         self.clock = clock
         self.topics = topics
@@ -133,6 +136,7 @@ class AdminProcessor:
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.handle_get_producer_connection_list,
             RequestCode.GET_CONSUME_STATS: self.handle_get_consume_stats,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.handle_get_all_consumer_offset,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.handle_get_all_delay_offset,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.handle_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.handle_get_broker_runtime_info,
             RequestCode.GET_BROKER_CONFIG: self.handle_get_broker_config,
@@ -264,6 +268,14 @@ class AdminProcessor:
             for key, queues in sorted(self.offsets.all_offsets().items())
         }
         return ok(request, body=encode_json({"offsetTable": table}))
+
+    async def handle_get_all_delay_offset(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        """The delay progress a slave copies (AdminBrokerProcessor.getAllDelayOffset)."""
+        if self.delay_offsets is None:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
+        return ok(request, body=self.delay_offsets().encode())
 
     async def handle_reset_offset(
         self, request: RemotingCommand, connection: Connection
