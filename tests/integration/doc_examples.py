@@ -25,6 +25,7 @@ RUN_BY = {
     ("client.md", "python"): "tests/integration/test_client_docs.py",
     ("grpc.md", "python"): "tests/integration/test_grpc_docs.py",
     ("grpc.md", "js"): "tests/integration/test_grpc_docs.py",
+    ("replication.md", "python"): "tests/integration/test_replication_docs.py",
     ("spark.md", "python"): "tests/integration/test_spark_docs.py",
     ("tls.md", "python"): "tests/integration/test_tls_docs.py",
 }
