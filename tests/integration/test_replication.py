@@ -29,7 +29,11 @@ from tidemq.client.producer import AsyncProducer
 from tidemq.common.message import Message, MessageQueue
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
-from tidemq.protocol.headers import EndTransactionRequestHeader, encode_header
+from tidemq.protocol.headers import (
+    EndTransactionRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    encode_header,
+)
 from tidemq.testing.waiting import HANG_GUARD_S, eventually
 from tidemq.transport import RemotingClient
 
@@ -226,13 +230,44 @@ async def test_a_slave_ahead_of_its_master_truncates_and_says_what_it_dropped(
     assert await brokers.pull_all(slave) == merged(kept, later)
 
 
-async def test_a_slave_refuses_writes_as_rocketmq_does(brokers: Brokers) -> None:
+async def test_a_slave_copies_its_masters_tables_and_refuses_writes(brokers: Brokers) -> None:
     master = brokers.node("master", "ASYNC_MASTER", 0)
     master.start()
     await brokers.create_topic(master)
     slave = brokers.node("slave", "SLAVE", 1)
     slave.start()
     await brokers.topic_on(slave)
+
+    # Groups, consumer offsets and delay progress follow the master (SlaveSynchronize).
+    group = {"groupName": "Billing", "retryMaxTimes": 5}
+    created = await brokers.call(
+        master, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, json.dumps(group).encode()
+    )
+    assert created.code == ResponseCode.SUCCESS, created.remark
+    committed = await brokers.call(
+        master,
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        encode_header(
+            UpdateConsumerOffsetRequestHeader(
+                consumer_group="Billing", topic=TOPIC, queue_id=2, commit_offset=7
+            )
+        ),
+    )
+    assert committed.code == ResponseCode.SUCCESS
+
+    async def copied() -> bool:
+        groups = await brokers.call(slave, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        table = json.loads(groups.body)["subscriptionGroupTable"]
+        offsets = await brokers.call(slave, RequestCode.GET_ALL_CONSUMER_OFFSET)
+        offset_table = json.loads(offsets.body)["offsetTable"]
+        return table.get("Billing", {}).get("retryMaxTimes") == 5 and offset_table.get(
+            f"{TOPIC}@Billing"
+        ) == {"2": 7}
+
+    await eventually(copied, "the slave copying the master's groups and offsets")
+    # A slave's own delay scheduler never runs: this file is the master's copy.
+    delay = json.loads((slave.data_dir / "config" / "delayOffset.json").read_text())
+    assert set(delay) == {"offsetTable"}
 
     sent = await brokers.send(slave, b"to the slave", queue_id=0)
     assert sent.code == ResponseCode.SERVICE_NOT_AVAILABLE
