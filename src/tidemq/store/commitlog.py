@@ -411,13 +411,17 @@ class CommitLog:
             offset += record_size
             self.scan_end = offset
 
-    def records_between(self, start: int, end: int) -> Iterator[tuple[int, DispatchRequest | None]]:
+    def records_between(
+        self, start: int, end: int, *, verify_crc: bool = True
+    ) -> Iterator[tuple[int, DispatchRequest | None]]:
         """The records written in [start, end) of the live log (unlike `scan`,
         which recovery runs before positions are known): each one's offset and
         dispatch request. Afterwards `read_end` is where reading stopped: at
         `end`, at a record whose bytes have not all arrived yet (a slave's
         log ends wherever the master's last transfer did), or, with a
-        warning, at bytes that do not check out."""
+        warning, at bytes that do not check out. `verify_crc=False` skips the
+        body checksum (a slave dispatching its master's bytes, as RocketMQ's
+        reput does not check it either)."""
         offset = start
         self.read_end = start
         while offset < end:
@@ -435,7 +439,9 @@ class CommitLog:
                 continue
             if magic in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) and pos + size > written:
                 return
-            checked = self._check_record(mapped.file.view(pos, written - pos), offset)
+            checked = self._check_record(
+                mapped.file.view(pos, written - pos), offset, verify_crc=verify_crc
+            )
             if isinstance(checked, str):
                 log.warning("stopped reading the commitlog at %d: %s", offset, checked)
                 return
@@ -445,10 +451,10 @@ class CommitLog:
             self.read_end = offset
 
     def _check_record(
-        self, view: memoryview, offset: int
+        self, view: memoryview, offset: int, *, verify_crc: bool = True
     ) -> tuple[DispatchRequest | None, int, int] | str:
         try:
-            message, size = decode_record(view, 0, verify_crc=True)
+            message, size = decode_record(view, 0, verify_crc=verify_crc)
         except ProtocolError as exc:
             return f"invalid record at {offset}: {exc}"
         if message.commit_log_offset != offset:
