@@ -346,4 +346,9 @@ async def test_kill_9_of_a_sync_master_loses_no_acknowledged_message(brokers: Br
     assert lost == [], (
         f"{len(lost)} of {len(acknowledged)} acknowledged messages are not on the slave"
     )
-    assert all(status is not SendStatus.SEND_OK for _, status in other)
+    # Answers other than SEND_OK may only say the slave was not waited for
+    # (those messages were on the master alone, and may be lost with it).
+    assert {status for _, status in other} <= {
+        SendStatus.FLUSH_SLAVE_TIMEOUT,
+        SendStatus.SLAVE_NOT_AVAILABLE,
+    }
