@@ -199,6 +199,7 @@ def assemble(
             address=service.address,
             boot_ms=service.boot_ms,
             store_info=store_info,
+            delay_offsets=scheduler.encode if scheduler is not None else None,
         ),
         pop=PopProcessor(pop_engine),
         transaction=TransactionProcessor(config, transactions),

@@ -13,6 +13,7 @@ from typing import Any
 
 from tidemq.broker import tls_settings
 from tidemq.common.names import validate_topic_name
+from tidemq.ha.config import BrokerRole, HaSettings
 from tidemq.store.config import DEFAULT_DELAY_LEVELS, FlushMode
 from tidemq.transport.tls import ServerTls, TlsConfig
 
@@ -28,6 +29,9 @@ class BrokerConfig:
     broker_name: str = "broker-a"
     cluster_name: str = "DefaultCluster"
     broker_id: int = 0
+    """0 for the master, 1 and up for its slaves (RocketMQ's brokerId)."""
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    """ASYNC_MASTER, SYNC_MASTER or SLAVE (RocketMQ's brokerRole; see docs/replication.md)."""
     listen_host: str = "127.0.0.1"
     listen_port: int = 10911
     """0 picks a free port (tests)."""
@@ -171,9 +175,33 @@ class BrokerConfig:
     """Let `tidemq broker` listen on a non-loopback `listen_host` without access
     control (no `acl_file`, no `auth_enabled`): anyone who reaches the ports may
     produce, consume and administer. Off, it refuses to start there."""
+    ha_listen_port: int | None = None
+    """The HA port slaves copy the commitlog from (haListenPort): None is the
+    listen port + 1 (a free port when listen_port is 0), 0 a free port."""
+    ha_master_address: str | None = None
+    """A slave's master HA address, host:port (haMasterAddress); None: the one
+    the name server answers its registration with."""
+    ha_send_heartbeat_interval_ms: int = 5000
+    """An idle HA connection sends a heartbeat (master) or a report (slave)
+    this often (haSendHeartbeatInterval)."""
+    ha_housekeeping_interval_ms: int = 20000
+    """An HA connection silent this long is closed (haHousekeepingInterval)."""
+    ha_transfer_batch_size: int = 32 * 1024
+    """Commitlog bytes in one HA transfer at most (haTransferBatchSize)."""
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
+    """A SYNC_MASTER whose nearest slave is this many bytes behind does not wait
+    for it: SLAVE_NOT_AVAILABLE (haMaxGapNotInSync; haSlaveFallbehindMax in 4.x)."""
+    slave_timeout_ms: int = 3000
+    """How long a SYNC_MASTER waits for a slave's acknowledgement before it
+    answers FLUSH_SLAVE_TIMEOUT (slaveTimeout)."""
+    slave_sync_interval_s: float = 10.0
+    """How often a slave copies its master's topics, groups, consumer and delay
+    offsets (RocketMQ's SlaveSynchronize: every 10 s); also at once when it
+    learns its master."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._check_role()
         if not 10 <= self.timer_precision_ms <= 1000:
             raise ValueError(
                 f"timer_precision_ms={self.timer_precision_ms}: must be 10..1000 milliseconds"
@@ -222,6 +250,51 @@ class BrokerConfig:
             name, colon, password = self.auth_init_user.partition(":")
             if not (name and colon and password):
                 raise ValueError("auth_init_user: expected NAME:PASSWORD")
+
+    def _check_role(self) -> None:
+        raw: object = self.broker_role
+        role = raw if isinstance(raw, BrokerRole) else BrokerRole.parse(str(raw))
+        object.__setattr__(self, "broker_role", role)  # a name given in Python code
+        if self.broker_id < 0:
+            raise ValueError(f"broker_id={self.broker_id}: must be 0 (master) or more (slave)")
+        if role is BrokerRole.SLAVE and self.broker_id == 0:
+            raise ValueError(
+                "broker_role SLAVE with broker_id 0: 0 is the master's id, a slave has "
+                "broker_id 1 or more"
+            )
+        if role.is_master and self.broker_id != 0:
+            raise ValueError(
+                f"broker_id={self.broker_id} is a slave's id, but broker_role is {role.value}: "
+                'a master has broker_id 0; a slave needs "broker_role": "SLAVE"'
+            )
+        if self.ha_listen_port is not None and not 0 <= self.ha_listen_port <= 65535:
+            raise ValueError(f"ha_listen_port={self.ha_listen_port}: must be 0..65535")
+        if self.ha_master_address is not None:
+            host, colon, port = self.ha_master_address.rpartition(":")
+            if not (host and colon and port.isdigit() and 0 < int(port) <= 65535):
+                raise ValueError(
+                    f"ha_master_address={self.ha_master_address!r}: expected host:port"
+                )
+        if self.slave_sync_interval_s <= 0:
+            raise ValueError(f"slave_sync_interval_s={self.slave_sync_interval_s}: must be > 0")
+        self.ha_settings  # noqa: B018 (raises ValueError naming a bad HA setting)
+
+    @property
+    def ha_settings(self) -> HaSettings:
+        """The HA stream's settings (tidemq.ha.config), from the ha_* fields."""
+        return HaSettings(
+            heartbeat_interval_s=self.ha_send_heartbeat_interval_ms / 1000,
+            housekeeping_interval_s=self.ha_housekeeping_interval_ms / 1000,
+            transfer_batch_size=self.ha_transfer_batch_size,
+            slave_timeout_s=self.slave_timeout_ms / 1000,
+            max_gap_not_in_sync=self.ha_max_gap_not_in_sync,
+        )
+
+    def ha_port(self, bound_listen_port: int) -> int:
+        """The port to bind the HA server to, once the listen port is bound."""
+        if self.ha_listen_port is not None:
+            return self.ha_listen_port
+        return 0 if self.listen_port == 0 else bound_listen_port + 1
 
     @property
     def remoting_tls(self) -> ServerTls:
@@ -299,6 +372,8 @@ class BrokerConfig:
             raw["namesrv_addrs"] = tuple([addrs] if isinstance(addrs, str) else addrs)
         if "flush_mode" in raw:
             raw["flush_mode"] = FlushMode(raw["flush_mode"])
+        if "broker_role" in raw:
+            raw["broker_role"] = BrokerRole.parse(str(raw["broker_role"]))
         return cls(**raw)
 
     @classmethod
@@ -367,6 +442,8 @@ def _coerce(key: str, hint: Any, text: str) -> Any:
             return float(text)
         if FlushMode in kinds:
             return FlushMode(text)
+        if BrokerRole in kinds:
+            return BrokerRole.parse(text)
     except ValueError as exc:
         raise ValueError(f"{key}={text!r}: {exc}") from None
     return text

@@ -19,7 +19,7 @@ system groups always exist. Writes are atomic (common.atomic_file).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,6 +202,16 @@ class SubscriptionGroupManager(PersistedTable):
     def _changed(self) -> None:
         self.data_version.next_version(self.clock.now_ms())
         self._persist_or_defer()
+
+    def adopt(self, configs: Iterable[SubscriptionGroupConfig], version: DataVersion) -> bool:
+        """A slave takes its master's groups whole when the master's data
+        version differs (SlaveSynchronize.syncSubscriptionGroupConfig)."""
+        if version == self.data_version:
+            return False
+        self._table = {config.group_name: config for config in configs}
+        self.data_version = DataVersion(version.timestamp, version.counter)
+        self._persist_or_defer()
+        return True
 
     # -- reads ----------------------------------------------------------------
 

@@ -119,6 +119,7 @@ HANDLED_CODES = frozenset(
         RequestCode.GET_PRODUCER_CONNECTION_LIST,
         RequestCode.GET_CONSUME_STATS,
         RequestCode.GET_ALL_CONSUMER_OFFSET,
+        RequestCode.GET_ALL_DELAY_OFFSET,
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
         RequestCode.GET_BROKER_RUNTIME_INFO,
         RequestCode.GET_BROKER_CONFIG,

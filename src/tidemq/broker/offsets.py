@@ -172,5 +172,16 @@ class ConsumerOffsetManager:
             del self._table[key]
             self._dirty = True
 
+    def adopt(self, table: Mapping[str, Mapping[int, int]]) -> None:
+        """A slave takes its master's offsets: each topic@group of `table`
+        replaces its own (SlaveSynchronize.syncConsumerOffset's putAll)."""
+        for key, queues in table.items():
+            if split_offset_key(key) is None:
+                continue
+            kept = {q: o for q, o in queues.items() if q >= 0 and o >= 0}
+            if self._table.get(key) != kept:
+                self._table[key] = kept
+                self._dirty = True
+
     def all_offsets(self) -> dict[str, dict[int, int]]:
         return {key: dict(queues) for key, queues in self._table.items()}

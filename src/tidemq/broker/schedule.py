@@ -65,6 +65,7 @@ from tidemq.common.message import MessageExt
 from tidemq.common.properties import edit_properties
 from tidemq.record.codec import decode_record, peek_header, peek_topic_and_properties
 from tidemq.store.api import (
+    STORED_STATUSES,
     DispatchRequest,
     GetResult,
     GetStatus,
@@ -89,7 +90,6 @@ DEFAULT_STOP_GRACE_S = 5.0
 """How long `stop` lets a put in flight finish so its progress is recorded."""
 DEFAULT_BATCH_SIZE = 32
 
-STORED_STATUSES = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT})
 """Put outcomes after which the message is in the store (progress moves on)."""
 
 PutFunction = Callable[[MessageToStore], Awaitable[PutResult]]
@@ -356,11 +356,15 @@ class DelayScheduler:
         """Level -> queue offset of the next message to deliver (a copy)."""
         return dict(self._offsets)
 
+    def encode(self) -> str:
+        """The progress as delayOffset.json holds it (ScheduleMessageService.encode):
+        what GET_ALL_DELAY_OFFSET answers, and what a slave copies."""
+        return _encode_progress(self._offsets)
+
     def persist(self) -> None:
         """Write the progress file atomically (temporary file, fsync, rename)."""
         snapshot = dict(self._offsets)
-        text = json.dumps({"offsetTable": {str(k): v for k, v in sorted(snapshot.items())}})
-        write_atomically(self._progress_path, text.encode())
+        write_atomically(self._progress_path, _encode_progress(snapshot).encode())
         self._persisted = snapshot
 
     def _load(self) -> dict[int, int]:
@@ -577,3 +581,7 @@ class DelayScheduler:
                 exc,
             )
             return None
+
+
+def _encode_progress(offsets: dict[int, int]) -> str:
+    return json.dumps({"offsetTable": {str(k): v for k, v in sorted(offsets.items())}})

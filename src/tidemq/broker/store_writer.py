@@ -26,6 +26,6 @@ class StoreWriter:
         type "delay" (as RocketMQ counts a delivered delay message; the other
         messages put here go to retry and DLQ topics, which /metrics leaves out)."""
         result = await self.store.put_message(message)
-        if result.ok:
+        if result.stored:
             self.stats.record_put(message.topic, 1, len(message.body), DELAY)
         return result

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -386,6 +386,17 @@ class TopicConfigManager(PersistedTable):
         return sorted(self._table)
 
     # -- changes ----------------------------------------------------------------
+
+    def adopt(self, configs: Iterable[TopicConfig], version: DataVersion) -> bool:
+        """A slave takes its master's table whole when the master's data
+        version differs from its own (SlaveSynchronize.syncTopicConfig);
+        True when it did."""
+        if version == self.data_version:
+            return False
+        self._table = {config.topic_name: config for config in configs}
+        self.data_version = DataVersion(version.timestamp, version.counter)
+        self._persist_or_defer()
+        return True
 
     def _changed(self) -> None:
         self.data_version.next_version(self.clock.now_ms())

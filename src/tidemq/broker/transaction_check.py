@@ -39,7 +39,7 @@ from tidemq.broker.transaction_policy import (
 )
 from tidemq.common import properties as props
 from tidemq.protocol.errors import ProtocolError
-from tidemq.store.api import PutStatus
+from tidemq.store.api import STORED_STATUSES
 from tidemq.transport.errors import RemotingError
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ __all__ = ["CheckBack", "ScanReport"]
 log = logging.getLogger(__name__)
 
 _PAGE = 32
-_STORED = (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
+_STORED = STORED_STATUSES
 
 
 @dataclass(slots=True)

@@ -76,6 +76,7 @@ from tidemq.protocol.headers import EndTransactionRequestHeader
 from tidemq.record.codec import decode_record
 from tidemq.record.transaction_records import EndRecords, encode_ends, encode_halves
 from tidemq.store.api import (
+    STORED_STATUSES,
     MessageStore,
     MessageToStore,
     PutStatus,
@@ -95,7 +96,7 @@ __all__ = ["BrokerTransactions", "HalfBatch", "put_failure"]
 
 log = logging.getLogger(__name__)
 
-_STORED = (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
+_STORED = STORED_STATUSES
 """FLUSH_DISK_TIMEOUT: written and dispatched, only not yet known durable."""
 _REBUILD_PAGE = 256
 _HALF_TOPIC = HALF_TOPIC.encode()

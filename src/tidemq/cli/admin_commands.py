@@ -541,10 +541,42 @@ def _forced_column(figures: dict[str, Any]) -> str:
     return f"{files} files, {messages} msgs"
 
 
+def _replication_figures(rows: list[dict[str, Any]]) -> None:
+    """Each row's role (tidemqBrokerRole), and for a slave how many commitlog
+    bytes it is behind its master (the master's commitLogMaxOffset minus its
+    own) and whether it is connected to the master's HA port."""
+    ends: dict[str, int] = {}
+    for row in rows:
+        runtime = row["runtime"]
+        if row["id"] == 0 and "commitLogMaxOffset" in runtime:
+            ends[row["broker"]] = int(runtime["commitLogMaxOffset"])
+    for row in rows:
+        runtime = row["runtime"]
+        row["role"] = runtime.get("tidemqBrokerRole")
+        row["lag_bytes"] = None
+        row["ha_connected"] = None
+        if row["id"] != 0 and "commitLogMaxOffset" in runtime:
+            master_end = ends.get(row["broker"])
+            if master_end is not None:
+                row["lag_bytes"] = max(0, master_end - int(runtime["commitLogMaxOffset"]))
+            connected = runtime.get("tidemqHaConnected")
+            row["ha_connected"] = None if connected is None else connected == "true"
+
+
+def _replication_column(row: dict[str, Any]) -> str:
+    if row["id"] == 0:
+        slaves = row["runtime"].get("tidemqHaSlaves")
+        return "-" if slaves in (None, "0") else f"{slaves} slave(s)"
+    lag = row["lag_bytes"]
+    shown = "-" if lag is None else f"{lag} bytes behind"
+    return shown if row["ha_connected"] is not False else f"{shown}, not connected"
+
+
 @cluster_group.command("list")
 @admin_options
 def cluster_list(namesrv: list[str], as_json: bool) -> None:
     """Every cluster, broker and address, with the brokers' runtime figures:
+    role (master or slave) and, for a slave, how far behind its master it is;
     disk use of the commitlog's disk (FULL: sends refused) and messages deleted
     by forced retention since the broker started."""
 
@@ -572,6 +604,7 @@ def cluster_list(namesrv: list[str], as_json: bool) -> None:
         return rows
 
     rows = run_admin(namesrv, gather)
+    _replication_figures(rows)
     if as_json:
         emit(rows, as_json=True)
         return
@@ -582,6 +615,8 @@ def cluster_list(namesrv: list[str], as_json: bool) -> None:
     for row in rows:
         runtime = row["runtime"]
         entry = {k: row[k] for k in ("cluster", "broker", "id", "address")}
+        entry["role"] = row["role"] or "-"
+        entry["replication"] = _replication_column(row)
         for column, key in _RUNTIME_COLUMNS:
             entry[column] = runtime.get(key, "-")
         entry["disk"] = _disk_column(row)

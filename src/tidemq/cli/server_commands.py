@@ -9,7 +9,8 @@ flushed, for scripts and tests to wait on:
 
     tidemq ready namesrv=HOST:PORT broker=HOST:PORT grpc=HOST:PORT      (serve)
     tidemq ready namesrv=HOST:PORT [http=HOST:PORT]                     (namesrv)
-    tidemq ready broker=HOST:PORT name=NAME cluster=C [grpc=HOST:PORT]  (broker)
+    tidemq ready broker=HOST:PORT name=NAME cluster=C role=R id=N ha=HOST:PORT
+                 [grpc=HOST:PORT] [http=HOST:PORT]                  (broker)
 
 Port 0 picks a free port; the ready line shows the real one. `grpc=` is
 there when the RocketMQ 5 gRPC endpoint is served (serve: port 8081 unless
@@ -777,6 +778,9 @@ async def _broker(config: BrokerConfig) -> None:
                 broker=server.address,
                 name=config.broker_name,
                 cluster=config.cluster_name,
+                role=config.broker_role.value,
+                id=str(config.broker_id),
+                ha=server.ha_address or "",
                 **_optional(server),
             )
             await stop.wait()

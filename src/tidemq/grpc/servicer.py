@@ -76,6 +76,13 @@ from tidemq.record.records import decode_records
 
 log = logging.getLogger(__name__)
 
+_STORED_WITHOUT_DURABILITY: dict[int, tuple[int, str]] = {
+    ResponseCode.FLUSH_DISK_TIMEOUT: (Code.MASTER_PERSISTENCE_TIMEOUT, "FLUSH_DISK_TIMEOUT"),
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: (Code.SLAVE_PERSISTENCE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"),
+    ResponseCode.SLAVE_NOT_AVAILABLE: (Code.HA_NOT_AVAILABLE, "SLAVE_NOT_AVAILABLE"),
+}
+"""The proxy's answers for a message stored without the durability asked for."""
+
 ACCEPTED_TYPES = (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION)
 AUTO_RENEW_INVISIBLE_MS = 60_000
 """Invisible time of a push consumer's receive (auto_renew: the client sets none)."""
@@ -476,13 +483,14 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 status=status(code_for(exc, "send"), exc.remark), message_id=message_id
             )
             return refused, True
-        if result.code == ResponseCode.FLUSH_DISK_TIMEOUT:
-            # SendMessageActivity.java:323-327: stored, not known durable
-            timed_out = status(
-                Code.MASTER_PERSISTENCE_TIMEOUT,
-                "send message failed, sendStatus=FLUSH_DISK_TIMEOUT",
-            )
-            return spb.SendResultEntry(status=timed_out), False
+        stored_only = _STORED_WITHOUT_DURABILITY.get(result.code)
+        if stored_only is not None:
+            # SendMessageActivity.java:323-337: stored, not known durable
+            # (flushed, or on a slave), answered with the send status's name.
+            code, name = stored_only
+            return spb.SendResultEntry(
+                status=status(code, f"send message failed, sendStatus={name}")
+            ), False
         entry = spb.SendResultEntry(
             status=status(),
             message_id=message_id,

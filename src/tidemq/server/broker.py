@@ -10,7 +10,10 @@ Start order:
    up to STARTUP_WAIT_S, then get SYSTEM_BUSY), because the store needs the
    port: it is part of every offset message id;
 2. open the store (recovery runs here, on a worker thread) with the
-   advertised IPv4 address and the bound port as store host;
+   advertised IPv4 address and the bound port as store host; listen on the
+   HA port (`tidemq.ha`): a SLAVE starts copying its master's commitlog
+   (its store refuses every other write), a SYNC_MASTER's store waits for
+   a slave on each write;
 3. build the broker's parts in dependency order (`tidemq.broker.assembly`:
    the shared state, the delay scheduler, timers, transactions, POP, the
    processors), load topics, groups and offsets from data_dir/config, open
@@ -20,14 +23,20 @@ Start order:
    background tasks: registration every 30 s (and at once after a topic
    change), long-poll re-check every 5 s, offset persist every 5 s, client
    and lock expiry every 10 s, retention (and a disk use check) every
-   `retention_interval_s` (10 s), the delay scheduler, the ACL file's poll.
+   `retention_interval_s` (10 s), the delay scheduler, the ACL file's poll;
+   a SLAVE starts none of the features that write (delays, timers,
+   transaction checks, POP) and copies its master's topics, groups and
+   offsets every `slave_sync_interval_s` (`broker.slave_sync`). A slave
+   learns its master's HA and remoting addresses from the name servers'
+   answers to REGISTER_BROKER.
 
 With ``acl_access_key``/``acl_secret_key`` its requests to the name servers
 are signed (RocketMQ 5's innerClientAuthenticationCredentials).
 
 Stop order (`stop`): answer every held pull now; stop the server (stop
 accepting, let in-flight requests finish up to `grace`, close connections);
-cancel the background tasks; stop the delay scheduler (persists its
+cancel the background tasks; stop replication (writes still waiting for a
+slave are answered FLUSH_SLAVE_TIMEOUT); stop the delay scheduler (persists its
 progress); persist offsets, topics and groups; unregister from every name
 server (UNREGISTER_BROKER); close the store (flush + checkpoint). A step
 that fails (a full disk refusing a progress file) is logged and the rest go on,
@@ -55,12 +64,13 @@ from tidemq.acl.auth_store import AuthStore
 from tidemq.acl.credentials import Credentials
 from tidemq.acl.gate import AclGate
 from tidemq.acl.policy_file import PolicyFile
-from tidemq.broker.assembly import BrokerCore, assemble
+from tidemq.broker.assembly import DELAY_PROGRESS_FILE, BrokerCore, assemble
 from tidemq.broker.auth_admin import AuthAdmin
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.handlers import HANDLED_CODES, encode_json
 from tidemq.broker.long_polling import recheck_interval_s
 from tidemq.broker.service import BrokerService
+from tidemq.broker.slave_sync import SlaveSync
 from tidemq.broker.sql_filter import sql92_message_filter
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MAX_MESSAGE_SIZE
@@ -70,11 +80,16 @@ from tidemq.grpc.metrics_interceptor import MetricsInterceptor, grpc_rpc_stats
 from tidemq.grpc.relayed_peers import RelayedPeers
 from tidemq.grpc.server import GrpcEndpoint
 from tidemq.grpc.servicer import MessagingServicer
+from tidemq.ha.config import BrokerRole
+from tidemq.ha.service import Replication
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.errors import ProtocolError
 from tidemq.protocol.headers import (
     RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
+    decode_header,
     encode_header,
 )
 from tidemq.server.access_control import open_access_control
@@ -130,15 +145,19 @@ def _sync(action: Callable[[], None]) -> Callable[[], Awaitable[None]]:
     return run
 
 
-def _store_runtime_info(store: FileMessageStore) -> Callable[[], dict[str, str]]:
+def _store_runtime_info(
+    store: FileMessageStore, replication: Callable[[], Replication | None]
+) -> Callable[[], dict[str, str]]:
     """The file store's part of GET_BROKER_RUNTIME_INFO: commit log bounds,
-    disk use, retention counters."""
+    disk use, retention counters, and the replication's keys."""
 
     def info() -> dict[str, str]:
+        ha = replication()
         return {
             "commitLogMinOffset": str(store.commitlog.min_offset),
             "commitLogMaxOffset": str(store.commitlog.max_offset),
             **store.runtime_info(),
+            **(ha.runtime_info() if ha is not None else {}),
         }
 
     return info
@@ -188,6 +207,8 @@ class Broker:
         self.clock = clock
         self.server: RemotingServer | None = None
         self.store: FileMessageStore | None = None
+        self.replication: Replication | None = None
+        """The HA port, a slave's copy of its master, a SYNC_MASTER's waits (tidemq.ha)."""
         self.core: BrokerCore | None = None
         """The broker's parts (state, features, processors), once the store is open."""
         self.grpc: GrpcEndpoint | None = None
@@ -211,6 +232,10 @@ class Broker:
             sign=credentials.sign if credentials is not None else None,
             tls=config.namesrv_client_tls,
         )
+        self._master: RemotingClient | None = None
+        """A slave's client to its master (metadata copies), signed as the name server's."""
+        self.slave_sync: SlaveSync | None = None
+        self._credentials = credentials
         self._tasks: set[asyncio.Task[None]] = set()
         self._register_now: asyncio.Event | None = None
         self._offset_write: asyncio.Future[None] | None = None
@@ -253,6 +278,17 @@ class Broker:
         """ "host:port" clients dial (brokerAddrs in routes, part of every msgId)."""
         return f"{self.config.advertised_host}:{self.port}"
 
+    @property
+    def ha_address(self) -> str | None:
+        """ "host:port" of the HA port slaves copy the commitlog from."""
+        if self.replication is None:
+            return None
+        return f"{self.config.advertised_host}:{self.replication.port}"
+
+    @property
+    def is_slave(self) -> bool:
+        return self.config.broker_role is BrokerRole.SLAVE
+
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -282,6 +318,8 @@ class Broker:
             await self._open(gate)
         except BaseException:
             await self.server.stop(0.5)
+            if self.replication is not None:
+                await self.replication.stop()
             if self.store is not None:
                 await asyncio.to_thread(self.store.close)
             raise
@@ -339,6 +377,8 @@ class Broker:
         self._spawn(self._every(config.persist_interval_s, self._persist_offsets), "persist")
         self._spawn(self._every(EXPIRY_SCAN_INTERVAL_S, self._expire_clients), "client-expiry")
         self._spawn(self._every(config.retention_interval_s, self._retention), "retention")
+        if self.slave_sync is not None:
+            self._spawn(self.slave_sync.run(), "slave-sync")
         if self.acl_file is not None:
             self._spawn(self._every(ACL_POLL_TICK_S, self._poll_acl), "acl-reload")
         log.info("broker %s started at %s", config.broker_name, self.address)
@@ -393,9 +433,11 @@ class Broker:
             disk_force_clean_ratio=config.disk_force_clean_ratio,
             disk_warning_ratio=config.disk_warning_ratio,
             clean_file_forcibly=config.clean_file_forcibly,
+            replica=self.is_slave,
         )
         self.store = FileMessageStore(store_config, clock=self.clock)
         await asyncio.to_thread(self.store.open)
+        await self._start_replication(self.store)
         core = assemble(
             config.with_port(port),
             self.store,
@@ -405,11 +447,27 @@ class Broker:
             max_message_size=store_config.max_message_size,
             sql_filter_factory=sql92_message_filter if config.enable_property_filter else None,
             on_topics_change=self._request_registration,
-            store_info=_store_runtime_info(self.store),
+            store_info=_store_runtime_info(self.store, lambda: self.replication),
         )
         core.service.load()
         core.service.attach_loop(asyncio.get_running_loop())
         self.core = core
+        if self.is_slave:
+            credentials = self._credentials
+            self._master = RemotingClient(
+                name=f"broker-{config.broker_name}-master",
+                sign=credentials.sign if credentials is not None else None,
+            )
+            service = core.service
+            self.slave_sync = SlaveSync(
+                self._master,
+                topics=service.topics,
+                groups=service.groups,
+                offsets=service.offsets,
+                delay_progress=config.config_dir / DELAY_PROGRESS_FILE,
+                own_address=lambda: self.address,
+                interval_s=config.slave_sync_interval_s,
+            )
         self._register_now = asyncio.Event()
         table = core.dispatch_table()
         if self.auth_store is not None:
@@ -418,6 +476,10 @@ class Broker:
         gate.open(table)  # requests that arrived while the store opened
         assert self.server is not None
         self.server.use_handlers(table)  # later ones skip the gate
+        if self.is_slave:
+            # A slave writes nothing of its own: delays, timers, transaction
+            # checks and POP revives run on its master, whose writes it copies.
+            return
         if core.scheduler is not None:
             await core.scheduler.start()
         if core.timers is not None:
@@ -446,6 +508,8 @@ class Broker:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.replication is not None:
+            await _step("stopping replication", self.replication.stop)
         if core is not None and core.scheduler is not None:
             await _step("stopping the delay scheduler", core.scheduler.stop)
         if core is not None and core.pop_engine is not None:
@@ -464,6 +528,8 @@ class Broker:
             await _step("persisting groups", _sync(service.groups.persist))
         await self._unregister_all()
         await self._namesrv.close()
+        if self._master is not None:
+            await self._master.close()
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
         log.info("broker %s stopped", self.config.broker_name)
@@ -493,7 +559,7 @@ class Broker:
             broker_name=self.config.broker_name,
             broker_addr=self.address,
             cluster_name=self.config.cluster_name,
-            ha_server_addr=self.address,
+            ha_server_addr=self.ha_address or self.address,
             broker_id=self.config.broker_id,
             compressed=False,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
@@ -501,12 +567,29 @@ class Broker:
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, encode_header(header), body)
 
     async def register_all(self) -> int:
-        """REGISTER_BROKER to every name server; how many accepted it."""
+        """REGISTER_BROKER to every name server; how many accepted it. A slave
+        learns its master's addresses from the answers (RegisterBrokerResult)."""
         command = self._registration()
-        results = await asyncio.gather(
+        responses = await asyncio.gather(
             *(self._call_namesrv(addr, command) for addr in self.config.namesrv_addrs)
         )
-        return sum(results)
+        accepted = [response for response in responses if response is not None]
+        if self.is_slave:
+            self._learn_master(accepted)
+        return len(accepted)
+
+    def _learn_master(self, answers: list[RemotingCommand]) -> None:
+        for response in answers:
+            try:
+                result = decode_header(RegisterBrokerResponseHeader, response.ext_fields)
+            except ProtocolError as exc:
+                log.warning("unreadable REGISTER_BROKER answer: %s", exc)
+                continue
+            if self.slave_sync is not None:
+                self.slave_sync.learn_master(result.master_addr)
+            if result.ha_server_addr and self.replication is not None:
+                self.replication.learn_master(result.ha_server_addr)
+                return
 
     async def _unregister_all(self) -> None:
         if self.server is None or not self.config.namesrv_addrs:
@@ -524,16 +607,17 @@ class Broker:
 
     async def _call_namesrv(
         self, address: str, command: RemotingCommand, timeout: float = NAMESRV_TIMEOUT_S
-    ) -> bool:
+    ) -> RemotingCommand | None:
+        """The name server's answer when it accepted `command`, else None (logged)."""
         try:
             response = await self._namesrv.invoke(address, command, timeout)
         except (RemotingError, ValueError) as exc:
             log.warning("name server %s: %s failed: %s", address, command.code, exc)
-            return False
+            return None
         if response.code != ResponseCode.SUCCESS:
             log.warning("name server %s refused %s: %s", address, command.code, response.remark)
-            return False
-        return True
+            return None
+        return response
 
     async def _register_loop(self) -> None:
         event = self._register_now
@@ -548,6 +632,39 @@ class Broker:
                 await self.register_all()
             except Exception:
                 log.exception("registration with the name servers failed")
+
+    # -- replication ----------------------------------------------------------------------
+
+    async def _start_replication(self, store: FileMessageStore) -> None:
+        """Listen on the HA port (every role, as RocketMQ's HAService); a slave
+        starts copying, a SYNC_MASTER's store starts waiting for slaves. The
+        default port (listen port + 1) falls back to a free one when taken:
+        slaves learn the real one from the name server."""
+        config = self.config
+        replication = Replication(
+            store,
+            config.broker_role,
+            config.ha_settings,
+            master_address=config.ha_master_address,
+        )
+        port = config.ha_port(self.port)
+        try:
+            await replication.start(config.listen_host, port)
+        except OSError as exc:
+            if config.ha_listen_port is not None or port == 0:
+                raise OSError(
+                    exc.errno, f"cannot listen on HA port {port}: {exc.strerror}"
+                ) from exc
+            log.warning("HA port %d is taken (%s): listening on a free port instead", port, exc)
+            await replication.start(config.listen_host, 0)
+        self.replication = replication
+        log.info(
+            "%s %s (id %d): HA port %s",
+            config.broker_role.value,
+            config.broker_name,
+            config.broker_id,
+            self.ha_address,
+        )
 
     # -- background work ------------------------------------------------------------------
 

@@ -20,15 +20,33 @@ DEFAULT_STORE_HOST = (b"\x7f\x00\x00\x01", 10911)
 
 
 class PutStatus(enum.Enum):
-    """RocketMQ's PutMessageStatus, the subset a single-node store produces."""
+    """RocketMQ's PutMessageStatus, the subset tidemq's store produces."""
 
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    """A SYNC_MASTER stored it; no slave acknowledged it in time (stored all the same)."""
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    """A SYNC_MASTER stored it with no slave connected, or every one too far
+    behind to wait for (stored all the same)."""
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
     CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+STORED_STATUSES = frozenset(
+    {
+        PutStatus.PUT_OK,
+        PutStatus.FLUSH_DISK_TIMEOUT,
+        PutStatus.FLUSH_SLAVE_TIMEOUT,
+        PutStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
+"""The answers that mean the message is in the commitlog, with or without
+the durability asked for (SendMessageProcessor.handlePutMessageResult answers
+each of them with sendOK = true)."""
 
 
 class GetStatus(enum.Enum):
@@ -103,6 +121,11 @@ class BatchAppendResult:
     def ok(self) -> bool:
         return self.status is PutStatus.PUT_OK
 
+    @property
+    def stored(self) -> bool:
+        """In the commitlog, durable as asked or not (see STORED_STATUSES)."""
+        return self.status in STORED_STATUSES
+
 
 @dataclass(slots=True, frozen=True)
 class RunPosition:
@@ -170,6 +193,11 @@ class PutResult:
     def ok(self) -> bool:
         return self.status is PutStatus.PUT_OK
 
+    @property
+    def stored(self) -> bool:
+        """In the commitlog, durable as asked or not (see STORED_STATUSES)."""
+        return self.status in STORED_STATUSES
+
 
 @dataclass(slots=True, frozen=True)
 class BatchPutResult:
@@ -182,6 +210,11 @@ class BatchPutResult:
     @property
     def ok(self) -> bool:
         return self.status is PutStatus.PUT_OK
+
+    @property
+    def stored(self) -> bool:
+        """In the commitlog, durable as asked or not (see STORED_STATUSES)."""
+        return self.status in STORED_STATUSES
 
 
 @dataclass(slots=True)

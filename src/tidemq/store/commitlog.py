@@ -120,6 +120,11 @@ class CommitLog:
         self._id_prefix = (store_host + store_port.to_bytes(4, "big")).hex().upper()
         self._tags_code_rule = tags_code_rule
         self._topic_bytes: dict[str, bytes] = {}
+        self.write_listeners: list[Callable[[], None]] = []
+        """Called after every append (on the writer's thread): a master's HA
+        connections wake to send the new bytes."""
+        self.read_end = 0
+        """Where the last `records_between` stopped."""
 
     # -- writing ----------------------------------------------------------
 
@@ -323,6 +328,8 @@ class CommitLog:
                     f"append planned at {segment_start}, but the log ends at {mapped.end_offset}"
                 )
             mapped.append(data)
+        for listener in self.write_listeners:
+            listener()
 
     def cancel(self, plan: AppendPlan) -> None:
         """Forget a prepared append: its queue offsets go back to their owners."""
@@ -404,11 +411,19 @@ class CommitLog:
             offset += record_size
             self.scan_end = offset
 
-    def records_between(self, start: int, end: int) -> Iterator[tuple[int, DispatchRequest | None]]:
+    def records_between(
+        self, start: int, end: int, *, verify_crc: bool = True
+    ) -> Iterator[tuple[int, DispatchRequest | None]]:
         """The records written in [start, end) of the live log (unlike `scan`,
         which recovery runs before positions are known): each one's offset and
-        dispatch request. Stops, with a warning, at bytes that do not check out."""
+        dispatch request. Afterwards `read_end` is where reading stopped: at
+        `end`, at a record whose bytes have not all arrived yet (a slave's
+        log ends wherever the master's last transfer did), or, with a
+        warning, at bytes that do not check out. `verify_crc=False` skips the
+        body checksum (a slave dispatching its master's bytes, as RocketMQ's
+        reput does not check it either)."""
         offset = start
+        self.read_end = start
         while offset < end:
             mapped = self.log.find(offset)
             if mapped is None:
@@ -417,23 +432,29 @@ class CommitLog:
             written = mapped.wrote_position
             if pos + 8 > written:
                 return
-            _, magic = _SIZE_MAGIC.unpack(mapped.file.view(pos, 8))
+            size, magic = _SIZE_MAGIC.unpack(mapped.file.view(pos, 8))
             if magic == BLANK_MAGIC:
                 offset = mapped.start_offset + mapped.size
+                self.read_end = offset
                 continue
-            checked = self._check_record(mapped.file.view(pos, written - pos), offset)
+            if magic in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) and pos + size > written:
+                return
+            checked = self._check_record(
+                mapped.file.view(pos, written - pos), offset, verify_crc=verify_crc
+            )
             if isinstance(checked, str):
                 log.warning("stopped reading the commitlog at %d: %s", offset, checked)
                 return
             dispatch, _, record_size = checked
             yield offset, dispatch
             offset += record_size
+            self.read_end = offset
 
     def _check_record(
-        self, view: memoryview, offset: int
+        self, view: memoryview, offset: int, *, verify_crc: bool = True
     ) -> tuple[DispatchRequest | None, int, int] | str:
         try:
-            message, size = decode_record(view, 0, verify_crc=True)
+            message, size = decode_record(view, 0, verify_crc=verify_crc)
         except ProtocolError as exc:
             return f"invalid record at {offset}: {exc}"
         if message.commit_log_offset != offset:

@@ -72,6 +72,11 @@ class StoreConfig:
     store_host: bytes = b"\x7f\x00\x00\x01"
     store_port: int = 10911
     delay_levels: str = DEFAULT_DELAY_LEVELS
+    replica: bool = False
+    """A slave's store: its commitlog is written only by the master's HA
+    stream (`FileMessageStore.append_replicated`); every put is refused with
+    SERVICE_NOT_AVAILABLE, as RocketMQ's DefaultMessageStore refuses puts on
+    a SLAVE."""
 
     @property
     def commitlog_dir(self) -> Path:

@@ -66,11 +66,19 @@ from tidemq.store.disk_guard import DiskGuard, disk_used_bytes, disk_used_ratio
 from tidemq.store.filters import make_tags_code_rule
 from tidemq.store.flush import FlushService
 from tidemq.store.fs import REAL_FS, FileSystem, NoSpaceError
-from tidemq.store.group_commit import GroupCommitter
+from tidemq.store.group_commit import FLUSH_TIMEOUT_REMARK, GroupCommitter
 from tidemq.store.index import IndexService
 from tidemq.store.lock import StoreLock
 from tidemq.store.reads import classify_offset
 from tidemq.store.recovery import RecoveryReport
+from tidemq.store.replica import (
+    REPLICA_REMARKS,
+    ReplicaGate,
+    ReplicaTruncation,
+    combine,
+    read_chunk,
+    write_chunk,
+)
 from tidemq.store.retention import CommitLogFile, RetentionPolicy, select_deletions
 from tidemq.store.retention_report import RetentionCounters, queue_losses
 from tidemq.store.room import reserve_for_append
@@ -153,6 +161,7 @@ class FileMessageStore:
         self._closed = False
         self._read_only = False
         self._lock: StoreLock | None = None
+        self._replication: ReplicaGate | None = None
         self.group_commit = GroupCommitter(
             self.append,
             self.flush,
@@ -498,23 +507,47 @@ class FileMessageStore:
         if appended is None:
             return None
         result, end = appended
-        if not result.ok or self.flush.sync_mode is False:
+        if not result.ok:
             return result
-        timeout = self.config.sync_flush_timeout_ms / 1000
-        try:
-            async with asyncio.timeout(timeout):
-                durable = await self.flush.wait_async(end)
-        except TimeoutError:
-            durable = False
-        if durable:
+        status = await self._durable(end)
+        if status is PutStatus.PUT_OK:
             return result
         return BatchAppendResult(
-            PutStatus.FLUSH_DISK_TIMEOUT,
-            result.count,
-            result.queue_offset,
-            result.msg_ids,
-            "flush to disk timed out",
+            status, result.count, result.queue_offset, result.msg_ids, _DURABILITY_REMARKS[status]
         )
+
+    async def _durable(self, end: int) -> PutStatus:
+        """Wait for what a write up to `end` must have before it is answered:
+        the flush in sync-flush mode (within sync_flush_timeout_ms), a slave's
+        acknowledgement on a SYNC_MASTER; the combined answer (`replica.combine`)."""
+        replica = self._replica_wait(end)
+        flushed = PutStatus.PUT_OK
+        if self.flush.sync_mode:
+            try:
+                async with asyncio.timeout(self.config.sync_flush_timeout_ms / 1000):
+                    durable = await self.flush.wait_async(end)
+            except TimeoutError:
+                durable = False
+            if not durable:
+                flushed = PutStatus.FLUSH_DISK_TIMEOUT
+        if not isinstance(replica, PutStatus):
+            replica = await replica
+        return combine(flushed, replica)
+
+    def _replica_wait(self, end: int) -> PutStatus | asyncio.Future[PutStatus]:
+        gate = self._replication
+        return PutStatus.PUT_OK if gate is None else gate.wait_replicated(end)
+
+    @property
+    def replication(self) -> ReplicaGate | None:
+        """A SYNC_MASTER's slaves (attached by the broker): each write is
+        answered once one of them has it, or with why not (`store.replica`)."""
+        return self._replication
+
+    @replication.setter
+    def replication(self, gate: ReplicaGate | None) -> None:
+        self._replication = gate
+        self.group_commit.replicate = None if gate is None else gate.wait_replicated
 
     def append_batch(self, batch: BatchToStore) -> tuple[BatchAppendResult, int] | None:
         """Write and dispatch a batch body without waiting for durability:
@@ -572,6 +605,8 @@ class FileMessageStore:
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not open")
         if self._read_only:
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is read-only")
+        if self.config.replica:
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=SLAVE_REFUSAL)
         if self.flush.failed is not None:
             return BatchPutResult(
                 PutStatus.SERVICE_NOT_AVAILABLE, remark=f"disk flush failed: {self.flush.failed}"
@@ -632,7 +667,7 @@ class FileMessageStore:
                     self.disk.no_space(exc)
                     return False
             self._dispatch_behind = None
-            self._dispatched_offset = end
+            self._dispatched_offset = self.commitlog.read_end
             log.info(
                 "dispatched the records from commitlog offset %d held back by a full disk", behind
             )
@@ -1069,6 +1104,88 @@ class FileMessageStore:
             log.info("retention deleted %d files (%d commitlog): %s", len(removed), files, shown)
         return removed
 
+    # -- replication (tidemq.ha) ---------------------------------------------------
+
+    def add_write_listener(self, listener: Callable[[], None]) -> None:
+        """`listener()` after every commitlog append, on the writer's thread."""
+        self.commitlog.write_listeners.append(listener)
+
+    def replication_data(self, offset: int, max_bytes: int) -> bytes | None:
+        """A master's bytes for a slave, as they lie in the file: see `replica.read_chunk`."""
+        return read_chunk(self.commitlog.log, offset, max_bytes)
+
+    def append_replicated(self, offset: int, data: bytes) -> int:
+        """A slave appends its master's bytes at `offset` (its log's end, or a
+        file boundary when its log is empty) and dispatches every record they
+        complete, as recovery does: consumequeue and index entries, arrivals
+        (long polls held on the slave wake), the queues' next offsets. A record
+        cut by the end of a transfer is dispatched when its rest arrives.
+        NoSpaceError when the disk is full (nothing written). The new end."""
+        if not self._open or self._closed:
+            raise StoreClosedError("the store is not open")
+        end = write_chunk(self.commitlog.log, offset, data)
+        self.disk.wrote()
+        self._dispatch_replicated(end)
+        return end
+
+    def _dispatch_replicated(self, end: int) -> None:
+        if self._dispatch_behind is not None:
+            return  # a full disk held dispatching back: retention catches up
+        commitlog = self.commitlog
+        queue_offsets = commitlog.queue_offsets
+        start = max(self._dispatched_offset, commitlog.min_offset)
+        for offset, request in commitlog.records_between(start, end, verify_crc=False):
+            if request is None:
+                continue
+            try:
+                self._dispatch(request, notify=True)
+            except NoSpaceError as exc:
+                self._dispatch_behind = self._dispatched_offset = offset
+                self.disk.no_space(exc)
+                log.warning(
+                    "no room for the consumequeue entry of the replicated record at %d: "
+                    "it and later records are dispatched once there is room",
+                    offset,
+                )
+                return
+            queue_offsets[(request.topic, request.queue_id)] = request.queue_offset + 1
+        self._dispatched_offset = max(start, commitlog.read_end)
+
+    def truncate_replica(self, offset: int) -> ReplicaTruncation:
+        """A slave found itself ahead of its master: drop its commitlog past
+        `offset` (the master's end) and whatever points there (consumequeue
+        and index entries), log what went at WARNING and return it."""
+        commitlog = self.commitlog
+        end = commitlog.max_offset
+        spans: dict[str, tuple[int, int]] = {}
+        records = 0
+        for _, request in commitlog.records_between(offset, end):
+            records += 1
+            if request is not None:
+                key = f"{request.topic}/{request.queue_id}"
+                first = spans.get(key, (request.queue_offset, 0))[0]
+                spans[key] = (first, request.queue_offset + 1)
+        commitlog.log.set_end(offset)
+        self.index.truncate_after(offset)
+        for queue_key, queue in self.consume_queues.items():
+            queue.recover(offset)
+            commitlog.queue_offsets[queue_key] = queue.max_offset
+        self._dispatched_offset = min(self._dispatched_offset, offset)
+        if self._dispatch_behind is not None and self._dispatch_behind >= offset:
+            self._dispatch_behind = None
+        if self._index_behind is not None and self._index_behind >= offset:
+            self._index_behind = None
+        self.flush.flushed_offset = min(self.flush.flushed_offset, offset)
+        # The checkpoint on disk may point past the new end; one that does not
+        # goes down now (a recovery must never take zeros for written bytes).
+        dispatched = self._dispatched_offset
+        indexed = dispatched if self._index_behind is None else min(dispatched, self._index_behind)
+        checkpoint = Checkpoint(offset, dispatched, indexed, self.clock.now_ms())
+        write_checkpoint(self.config.checkpoint_path, checkpoint)
+        truncation = ReplicaTruncation(offset, end, records, spans)
+        log.warning("this slave was ahead of its master and dropped %s", truncation.describe())
+        return truncation
+
     # -- runs encoded by the caller (transaction halves and ends) -------------------
 
     async def put_run(self, encode: RunEncoder) -> BatchAppendResult | None:
@@ -1081,18 +1198,12 @@ class FileMessageStore:
         if appended is None:
             return None
         result, end = appended
-        if not result.ok or self.flush.sync_mode is False:
+        if not result.ok:
             return result
-        try:
-            async with asyncio.timeout(self.config.sync_flush_timeout_ms / 1000):
-                durable = await self.flush.wait_async(end)
-        except TimeoutError:
-            durable = False
-        if durable:
+        status = await self._durable(end)
+        if status is PutStatus.PUT_OK:
             return result
-        return BatchAppendResult(
-            PutStatus.FLUSH_DISK_TIMEOUT, result.count, remark="flush to disk timed out"
-        )
+        return BatchAppendResult(status, result.count, remark=_DURABILITY_REMARKS[status])
 
     def append_run(self, encode: RunEncoder) -> tuple[BatchAppendResult, int] | None:
         """Write and dispatch a caller-encoded run without waiting for
@@ -1205,6 +1316,11 @@ class FileMessageStore:
 
 _LOSSES_LOGGED = 100
 """Queues named in one retention log line; the rest are counted."""
+
+SLAVE_REFUSAL = "service not available now: this broker is a slave, messages are put to its master"
+"""Why a slave's store refuses a put (RocketMQ's remark names "messages are put to the slave")."""
+
+_DURABILITY_REMARKS = {PutStatus.FLUSH_DISK_TIMEOUT: FLUSH_TIMEOUT_REMARK, **REPLICA_REMARKS}
 
 
 def _flush_state(flush: FlushService) -> str:

@@ -34,6 +34,13 @@ is done. Splitting a tick in two, with the loop handing the GIL over so that
 the first half's sync overlaps the second half's work, was tried: it doubled
 the fsyncs and the CPU per message and was slower on a small shared machine.
 
+SYNC_MASTER: when the store has a replica gate (`store.replica`), a stored
+group also waits for a slave to have it: one wait per group (the gate keeps
+one entry for the group's end offset, answered by one slave report), started
+with the flush wait and combined with it as RocketMQ's handleDiskFlushAndHA
+does (a replica failure, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE, wins over
+a flush timeout). Either way the messages are stored and carry their offsets.
+
 Failures are not shared for the wrong reason. A refusal that concerns a
 message (MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED), or an exception raised
 before anything was written, says nothing about the other callers: the group
@@ -65,6 +72,7 @@ from typing import Any
 
 from tidemq.store.api import BatchPutResult, MessageToStore, PutResult, PutStatus
 from tidemq.store.flush import FlushService
+from tidemq.store.replica import REPLICA_REMARKS, combine
 
 DEFAULT_MAX_MESSAGES = 256
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
@@ -113,6 +121,7 @@ class GroupCommitter:
         *,
         sync_timeout_s: float,
         written_end: Callable[[], int],
+        replicate: Callable[[int], PutStatus | asyncio.Future[PutStatus]] | None = None,
         max_messages: int = DEFAULT_MAX_MESSAGES,
         max_bytes: int = DEFAULT_MAX_BYTES,
         alone_batch: int = DEFAULT_ALONE_BATCH,
@@ -124,6 +133,10 @@ class GroupCommitter:
         self._sync_timeout = sync_timeout_s
         self._written_end = written_end
         """Where the commitlog ends: unchanged by an append that wrote nothing."""
+        self.replicate = replicate
+        """A SYNC_MASTER's wait for a slave to have the log up to an offset:
+        PUT_OK, an answer at once, or a future (see `tidemq.store.replica`);
+        None: nothing to wait for (set by the store when a gate is attached)."""
         self._max_messages = max_messages
         self._max_bytes = max_bytes
         self._alone_batch = alone_batch
@@ -156,7 +169,12 @@ class GroupCommitter:
         """Store `message` in the current group: its result, or (usually) a
         future of it, set once stored (in sync mode: and flushed)."""
         lone = self._lone_writer
-        if lone and self._pending is None and id(asyncio.current_task()) == lone:
+        if (
+            lone
+            and self._pending is None
+            and self.replicate is None
+            and id(asyncio.current_task()) == lone
+        ):
             # This task wrote alone last time: see `_lone_writer`.
             self.groups += 1
             self.messages += 1
@@ -193,7 +211,12 @@ class GroupCommitter:
         """The same for a batch, stored as consecutive records, whole or not
         at all (as `append` stores a batch)."""
         lone = self._lone_writer
-        if lone and self._pending is None and id(asyncio.current_task()) == lone:
+        if (
+            lone
+            and self._pending is None
+            and self.replicate is None
+            and id(asyncio.current_task()) == lone
+        ):
             self.groups += 1
             self.messages += len(messages)
             self.largest_group = max(self.largest_group, len(messages))
@@ -268,7 +291,7 @@ class GroupCommitter:
             self._pending = None
         messages = group.messages
         callers = group.callers
-        if len(callers) == 1 and not self._flush.sync_mode:
+        if len(callers) == 1 and not self._flush.sync_mode and self.replicate is None:
             self._lone_writer = group.first_writer
         else:
             self._lone_writer = 0
@@ -322,45 +345,81 @@ class GroupCommitter:
 
     def _stored(self, callers: list[_Caller], results: tuple[PutResult, ...]) -> None:
         """Answer the callers whose messages were appended: at once, or in
-        sync mode once flushed (one wait, one timer for all of them)."""
+        sync mode once flushed (one wait, one timer for all of them), and on
+        a SYNC_MASTER once a slave has them (one wait for all of them)."""
         flush = self._flush
-        if not flush.sync_mode:
-            _answer(callers, results)
-            return
+        replicate = self.replicate
         last = results[-1]
+        end = last.physical_offset + last.size
+        replica = PutStatus.PUT_OK if replicate is None else replicate(end)
+        if not flush.sync_mode:
+            if replica is PutStatus.PUT_OK:
+                _answer(callers, results)
+            elif isinstance(replica, PutStatus):
+                _answer_with(callers, results, replica)
+            else:
+                replica.add_done_callback(
+                    functools.partial(_replicated, callers, results, PutStatus.PUT_OK)
+                )
+            return
         self.flush_waits += 1
-        durable = flush.wait_async(last.physical_offset + last.size)
+        durable = flush.wait_async(end)
         if durable.done():
-            self._flushed(callers, results, None, durable)
+            self._flushed(callers, results, replica, None, durable)
             return
         timer = durable.get_loop().call_later(self._sync_timeout, durable.cancel)
-        durable.add_done_callback(functools.partial(self._flushed, callers, results, timer))
+        durable.add_done_callback(
+            functools.partial(self._flushed, callers, results, replica, timer)
+        )
 
     @staticmethod
     def _flushed(
         callers: list[_Caller],
         results: tuple[PutResult, ...],
+        replica: PutStatus | asyncio.Future[PutStatus],
         timer: asyncio.TimerHandle | None,
         durable: asyncio.Future[bool],
     ) -> None:
         if timer is not None:
             timer.cancel()
-        if not durable.cancelled() and durable.result():
-            _answer(callers, results)
-            return
-        timed_out = tuple(
-            PutResult(
-                PutStatus.FLUSH_DISK_TIMEOUT,
-                r.physical_offset,
-                r.size,
-                r.queue_offset,
-                r.store_timestamp,
-                r.msg_id,
-                FLUSH_TIMEOUT_REMARK,
-            )
-            for r in results
+        ok = not durable.cancelled() and durable.result()
+        flushed = PutStatus.PUT_OK if ok else PutStatus.FLUSH_DISK_TIMEOUT
+        if isinstance(replica, PutStatus):
+            _answer_with(callers, results, combine(flushed, replica))
+        elif replica.done():
+            _replicated(callers, results, flushed, replica)
+        else:
+            replica.add_done_callback(functools.partial(_replicated, callers, results, flushed))
+
+
+def _replicated(
+    callers: list[_Caller],
+    results: tuple[PutResult, ...],
+    flushed: PutStatus,
+    replica: asyncio.Future[PutStatus],
+) -> None:
+    """A SYNC_MASTER's slave wait ended (after the flush's, if any)."""
+    status = PutStatus.FLUSH_SLAVE_TIMEOUT if replica.cancelled() else replica.result()
+    _answer_with(callers, results, combine(flushed, status))
+
+
+def _answer_with(
+    callers: Sequence[_Caller], results: tuple[PutResult, ...], status: PutStatus
+) -> None:
+    """Answer stored messages with `status` (PUT_OK, or what durability they lack)."""
+    if status is PutStatus.PUT_OK:
+        _answer(callers, results)
+        return
+    remark = (
+        FLUSH_TIMEOUT_REMARK if status is PutStatus.FLUSH_DISK_TIMEOUT else REPLICA_REMARKS[status]
+    )
+    marked = tuple(
+        PutResult(
+            status, r.physical_offset, r.size, r.queue_offset, r.store_timestamp, r.msg_id, remark
         )
-        _answer(callers, timed_out, PutStatus.FLUSH_DISK_TIMEOUT, FLUSH_TIMEOUT_REMARK)
+        for r in results
+    )
+    _answer(callers, marked, status, remark)
 
 
 def _answer(

@@ -55,6 +55,7 @@ from tidemq.common.tasks import TaskSet
 from tidemq.protocol.errors import ProtocolError
 from tidemq.record.codec import peek_header, peek_properties
 from tidemq.store.api import (
+    STORED_STATUSES,
     BatchPutResult,
     DispatchRequest,
     GetStatus,
@@ -80,7 +81,6 @@ log = logging.getLogger(__name__)
 
 TIMER_GROUP = "TIMER_SERVICE"
 """The group name given to the store's reads (stores do not use it)."""
-STORED_STATUSES = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT})
 """Put outcomes after which the message is in the store."""
 REFUSED_STATUSES = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
 """Put outcomes that no retry can change: the message is skipped (logged)."""

@@ -155,3 +155,17 @@ async def test_send_statuses_in_the_proxys_shape(
     assert timed_out.entries[0].status.message == (
         "send message failed, sendStatus=FLUSH_DISK_TIMEOUT"
     )
+
+    # A SYNC_MASTER's message stored without its slave (SendMessageActivity.java:328-337).
+    for response_code, code, name in (
+        (ResponseCode.FLUSH_SLAVE_TIMEOUT, Code.SLAVE_PERSISTENCE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"),
+        (ResponseCode.SLAVE_NOT_AVAILABLE, Code.HA_NOT_AVAILABLE, "SLAVE_NOT_AVAILABLE"),
+    ):
+
+        async def no_slave(request: Any, answer: int = response_code) -> SendResult:
+            return SendResult(answer, "00", 0, 8, None)
+
+        monkeypatch.setattr(broker.core.send, "send", no_slave)
+        answered = await servicer.SendMessage(grpc_send_request(TOPIC, b"alone"), None)
+        assert answered.status.code == code
+        assert answered.entries[0].status.message == f"send message failed, sendStatus={name}"

@@ -605,7 +605,7 @@ class BrokerPop:
 
     async def _put(self, message: MessageToStore) -> None:
         result = await self._put_restored(message)
-        if not result.ok:
+        if not result.stored:
             raise BrokerError(
                 ResponseCode.SYSTEM_ERROR,
                 f"storing into {message.topic} failed: {result.status.name} {result.remark}",
@@ -621,7 +621,7 @@ class BrokerPop:
             properties=props.encode_properties({props.TAGS: tag}),
         )
         result = await self.store.put_message(message)
-        if not result.ok:
+        if not result.stored:
             raise BrokerError(
                 ResponseCode.SYSTEM_ERROR,
                 f"the pop journal refused a record: {result.status.name} {result.remark}",

@@ -36,6 +36,7 @@ from tidemq.broker.stats import BrokerStats
 from tidemq.broker.topics import TopicConfig, TopicConfigManager, TopicError
 from tidemq.common.clock import Clock
 from tidemq.common.names import validate_topic_name
+from tidemq.ha.config import BrokerRole
 from tidemq.protocol.admin_headers import (
     ConsumerGroupRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -66,6 +67,13 @@ StoreInfo = Callable[[], dict[str, str]]
 use, retention counters: what a file store knows)."""
 
 
+SLAVE_ADMIN_REMARK = (
+    "Can't modify topic or subscription group from slave broker, "
+    "please execute it from master broker."
+)
+"""RocketMQ's words (AdminBrokerProcessor.validateSlave), answered SYSTEM_ERROR."""
+
+
 class AdminProcessor:
     """Admin requests over the broker's tables, offsets, clients and store."""
 
@@ -86,8 +94,11 @@ class AdminProcessor:
         address: str,
         boot_ms: int,
         store_info: StoreInfo | None = None,
+        delay_offsets: Callable[[], str] | None = None,
     ) -> None:
         self.config = config
+        self.delay_offsets = delay_offsets
+        """The delay scheduler's progress, as delayOffset.json holds it (None: no scheduler)."""
         self.store = store
         self.clock = clock
         self.topics = topics
@@ -102,6 +113,12 @@ class AdminProcessor:
         """ "host:port" of the broker (brokerAddr, listenPort)."""
         self.boot_ms = boot_ms
         self.store_info = store_info
+
+    def _refuse_on_slave(self) -> None:
+        """Topics and groups change on the master; a slave copies them
+        (AdminBrokerProcessor.validateSlave)."""
+        if self.config.broker_role is BrokerRole.SLAVE:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, SLAVE_ADMIN_REMARK)
 
     def handlers(self) -> dict[int, RequestHandler]:
         return {
@@ -119,6 +136,7 @@ class AdminProcessor:
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.handle_get_producer_connection_list,
             RequestCode.GET_CONSUME_STATS: self.handle_get_consume_stats,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.handle_get_all_consumer_offset,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.handle_get_all_delay_offset,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.handle_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.handle_get_broker_runtime_info,
             RequestCode.GET_BROKER_CONFIG: self.handle_get_broker_config,
@@ -129,6 +147,7 @@ class AdminProcessor:
     async def handle_update_and_create_topic(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
+        self._refuse_on_slave()
         header = decode_header(CreateTopicRequestHeader, request.ext_fields)
         existing = self.topics.get(header.topic)
         try:
@@ -168,6 +187,7 @@ class AdminProcessor:
     async def handle_delete_topic_in_broker(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
+        self._refuse_on_slave()
         header = decode_header(DeleteTopicRequestHeader, request.ext_fields)
         self.delete_topic(header.topic)
         return ok(request)
@@ -189,6 +209,7 @@ class AdminProcessor:
     async def handle_update_and_create_group(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
+        self._refuse_on_slave()
         config = SubscriptionGroupConfig.from_json(json_body(request, "subscription group"))
         self.update_group(config)
         return ok(request)
@@ -213,6 +234,7 @@ class AdminProcessor:
     async def handle_delete_subscription_group(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
+        self._refuse_on_slave()
         header = decode_header(DeleteSubscriptionGroupRequestHeader, request.ext_fields)
         self.delete_group(header.group_name, header.clean_offset)
         return ok(request)
@@ -246,6 +268,14 @@ class AdminProcessor:
             for key, queues in sorted(self.offsets.all_offsets().items())
         }
         return ok(request, body=encode_json({"offsetTable": table}))
+
+    async def handle_get_all_delay_offset(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        """The delay progress a slave copies (AdminBrokerProcessor.getAllDelayOffset)."""
+        if self.delay_offsets is None:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
+        return ok(request, body=self.delay_offsets().encode())
 
     async def handle_reset_offset(
         self, request: RemotingCommand, connection: Connection
@@ -477,6 +507,7 @@ class AdminProcessor:
             "brokerName": config.broker_name,
             "brokerClusterName": config.cluster_name,
             "brokerId": str(config.broker_id),
+            "brokerRole": config.broker_role.value,
             "brokerIP1": config.advertised_host,
             "listenPort": self.address.rpartition(":")[2],
             "namesrvAddr": ";".join(config.namesrv_addrs),

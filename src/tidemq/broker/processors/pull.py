@@ -23,6 +23,7 @@ from tidemq.broker.remoting import RequestHandler, ok
 from tidemq.broker.requests import BrokerError, PullRequest, PullResult, pull_code
 from tidemq.broker.stats import BrokerStats
 from tidemq.common import sysflag
+from tidemq.ha.config import BrokerRole
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import (
@@ -78,6 +79,7 @@ class PullProcessor:
         self.stats = stats
         self.long_polling = long_polling
         self.checks = checks
+        self._slave = config.broker_role is BrokerRole.SLAVE
 
     def handlers(self) -> dict[int, RequestHandler]:
         return {
@@ -295,7 +297,9 @@ class PullProcessor:
         """PULL_MESSAGE: read, commit the carried offset, hold when nothing is new."""
         message_filter = self._pull_filter(request)
         result = self._read(request, message_filter)
-        if sysflag.pull_has_commit_offset(request.sys_flag):
+        if sysflag.pull_has_commit_offset(request.sys_flag) and not self._slave:
+            # A slave keeps its master's offsets (PullMessageProcessor stores the
+            # pull's commit offset only when the broker is not a SLAVE).
             self.offsets.commit(
                 request.group, request.topic, request.queue_id, request.commit_offset
             )

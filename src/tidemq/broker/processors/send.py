@@ -44,6 +44,7 @@ from tidemq.common.names import (
     retry_topic_of,
     validate_topic_name,
 )
+from tidemq.ha.config import BrokerRole
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import (
     DEFAULT_LANGUAGE,
@@ -92,6 +93,23 @@ _PUT_ERRORS: dict[PutStatus, tuple[int, str]] = {
     ),
     PutStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "unknown error while storing"),
 }
+
+
+_STORED_CODES: dict[PutStatus, int] = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+"""The answers for a stored message, by how durable it is (Java's
+SendMessageProcessor.handlePutMessageResult: sendOK with these codes)."""
+
+SLAVE_SEND_REMARK = (
+    "service not available now: broker {name} (broker id {id}) is a SLAVE, "
+    "messages are put to its master"
+)
+"""RocketMQ answers a send to a slave SERVICE_NOT_AVAILABLE ("... messages are
+put to the slave ..."): its store refuses puts on a SLAVE."""
 
 
 def _put_failure(result: PutResult) -> BrokerError:
@@ -192,6 +210,7 @@ class SendProcessor:
         self.delay_levels_ms = parse_delay_levels(config.delay_levels)
         self._valid_topics: set[str] = set()
         """Topic names `validate_topic_name` accepted (a busy broker sees few)."""
+        self._slave = config.broker_role is BrokerRole.SLAVE
 
     def handlers(self) -> dict[int, RequestHandler]:
         return {
@@ -286,8 +305,19 @@ class SendProcessor:
 
     # -- send ------------------------------------------------------------------------------
 
+    def _refuse_on_slave(self) -> None:
+        """A slave takes no sends: checked first, before the topic tables
+        (which a slave copies from its master) can answer anything else."""
+        if self._slave:
+            raise BrokerError(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                SLAVE_SEND_REMARK.format(name=self.config.broker_name, id=self.config.broker_id),
+            )
+
     def _send_topic(self, request: SendRequest) -> TopicConfig:
         """msgCheck: topic name, permission, existence (auto-creation)."""
+        if self._slave:
+            self._refuse_on_slave()
         topic = request.topic
         if topic not in self._valid_topics:
             problem = validate_topic_name(topic)
@@ -475,14 +505,11 @@ class SendProcessor:
         if result.status is PutStatus.PUT_OK:
             self.stats.record_put(topic, 1, size, kind)
             return SendResult(ResponseCode.SUCCESS, result.msg_id, queue_id, result.queue_offset)
-        if result.status is PutStatus.FLUSH_DISK_TIMEOUT:
+        code = _STORED_CODES.get(result.status)
+        if code is not None:
             self.stats.record_put(topic, 1, size, kind)
             return SendResult(
-                ResponseCode.FLUSH_DISK_TIMEOUT,
-                result.msg_id,
-                queue_id,
-                result.queue_offset,
-                result.remark or "flush to disk timed out",
+                code, result.msg_id, queue_id, result.queue_offset, result.remark or None
             )
         raise _put_failure(result)
 
@@ -567,15 +594,11 @@ class SendProcessor:
         if not batch.results:
             raise _put_failure(PutResult(batch.status, remark=batch.remark))
         first = batch.results[0]
-        if batch.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
+        if batch.status not in _STORED_CODES:
             raise _put_failure(first)
         self.stats.record_put(request.topic, len(batch.results), len(request.body))
         msg_ids = ",".join(r.msg_id for r in batch.results)
-        code = (
-            ResponseCode.SUCCESS
-            if batch.status is PutStatus.PUT_OK
-            else ResponseCode.FLUSH_DISK_TIMEOUT
-        )
+        code = _STORED_CODES[batch.status]
         return SendResult(code, msg_ids, queue_id, first.queue_offset, batch.remark or None)
 
     async def _send_batch_body(self, request: SendRequest) -> SendResult | None:
@@ -607,10 +630,10 @@ class SendProcessor:
         )
         if result is None:
             return None
-        if result.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
+        if result.status not in _STORED_CODES:
             raise _put_failure(PutResult(result.status, remark=result.remark))
         self.stats.record_put(request.topic, result.count, len(request.body))
-        code = ResponseCode.SUCCESS if result.ok else ResponseCode.FLUSH_DISK_TIMEOUT
+        code = _STORED_CODES[result.status]
         return SendResult(
             code, result.msg_ids, queue_id, result.queue_offset, result.remark or None
         )
@@ -653,15 +676,11 @@ class SendProcessor:
         batch = await self.store.put_messages(halves)
         if not batch.results:
             raise _put_failure(PutResult(batch.status, remark=batch.remark))
-        if batch.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
+        if batch.status not in _STORED_CODES:
             raise _put_failure(batch.results[0])
         self.stats.record_put(TRANS_HALF_TOPIC, len(batch.results), len(request.body), TRANSACTION)
         self.transactions.halves_stored(request.topic, len(batch.results))
-        code = (
-            ResponseCode.SUCCESS
-            if batch.status is PutStatus.PUT_OK
-            else ResponseCode.FLUSH_DISK_TIMEOUT
-        )
+        code = _STORED_CODES[batch.status]
         msg_ids = ",".join(r.msg_id for r in batch.results)
         return SendResult(
             code, msg_ids, queue_id, batch.results[0].queue_offset, batch.remark or None
@@ -683,12 +702,12 @@ class SendProcessor:
         result = await self.store.put_run(halves)
         if result is None:
             return None
-        if result.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
+        if result.status not in _STORED_CODES:
             raise _put_failure(PutResult(result.status, remark=result.remark))
         self.stats.record_put(TRANS_HALF_TOPIC, result.count, len(request.body), TRANSACTION)
         if self.transactions is not None:
             self.transactions.halves_stored(request.topic, result.count)
-        code = ResponseCode.SUCCESS if result.ok else ResponseCode.FLUSH_DISK_TIMEOUT
+        code = _STORED_CODES[result.status]
         return SendResult(
             code, halves.msg_ids, queue_id, halves.first_queue_offset, result.remark or None
         )
@@ -704,6 +723,7 @@ class SendProcessor:
     ) -> None:
         """CONSUMER_SEND_MSG_BACK: re-store the record at `offset` into the
         group's retry topic with a delay, or into its DLQ (protocol doc §6.7)."""
+        self._refuse_on_slave()
         group_config = self.groups.find(group)
         if group_config is None:
             raise BrokerError(
@@ -746,7 +766,7 @@ class SendProcessor:
                 message = self.scheduler.schedule(message, level)
         message.properties = self._stored_properties(message.properties)
         result = await self.store.put_message(message)
-        if result.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
+        if result.status not in _STORED_CODES:
             raise _put_failure(result)
         self.stats.record_put(message.topic, 1, len(message.body))
         if level == 0:

@@ -18,6 +18,7 @@ from tidemq.broker.config import BrokerConfig
 from tidemq.broker.hooks import TransactionHooks
 from tidemq.broker.remoting import RequestHandler
 from tidemq.broker.requests import BrokerError
+from tidemq.ha.config import BrokerRole
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import EndTransactionRequestHeader, decode_header
@@ -52,6 +53,10 @@ def end_items(body: bytes) -> list[tuple[int, int, bool]]:
     return [(int(clo), int(qo), bool(commit)) for clo, qo, commit in document["items"]]
 
 
+SLAVE_END_REMARK = "Message store is slave mode, so end transaction is forbidden."
+"""RocketMQ's EndTransactionProcessor answers a slave SLAVE_NOT_AVAILABLE (and logs this)."""
+
+
 class TransactionProcessor:
     """Ends transactions through the broker's TransactionHooks (None: disabled)."""
 
@@ -66,6 +71,8 @@ class TransactionProcessor:
         }
 
     def _enabled(self) -> TransactionHooks:
+        if self.config.broker_role is BrokerRole.SLAVE:
+            raise BrokerError(ResponseCode.SLAVE_NOT_AVAILABLE, SLAVE_END_REMARK)
         if self.transactions is None:
             raise BrokerError(
                 ResponseCode.NO_PERMISSION,
