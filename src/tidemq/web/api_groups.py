@@ -32,7 +32,7 @@ from tidemq.web.api_topics import PARALLEL, message_count
 from tidemq.web.context import dashboard
 from tidemq.web.errors import ApiError
 from tidemq.web.params import json_body, optional_int, required, text, timestamp_ms
-from tidemq.web.views import message_summary
+from tidemq.web.views import message_summary, send_result_view
 
 __all__ = ["SYSTEM_GROUPS", "add_routes", "is_system_group"]
 
@@ -241,18 +241,7 @@ async def resend(request: web.Request) -> web.Response:
     group = request.match_info["group"]
     msg_id = request.match_info["msg_id"]
     result = await admin.resend_dead_letter(group, msg_id)
-    return web.json_response(
-        {
-            "status": str(result.status),
-            "msg_id": result.msg_id,
-            "offset_msg_id": result.offset_msg_id,
-            "topic": result.topic,
-            "broker": result.broker_name,
-            "queue": result.queue_id,
-            "queue_offset": result.queue_offset,
-        },
-        status=201,
-    )
+    return web.json_response(send_result_view(result), status=201)
 
 
 def add_routes(app: web.Application) -> None:
