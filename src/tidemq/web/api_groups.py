@@ -26,6 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from tidemq.client.admin import AdminClient, AdminError, QueueOffset, QueueProgress
+from tidemq.client.model import group_settings
 from tidemq.common.names import dlq_topic_of, retry_topic_of
 from tidemq.protocol.codes import ResponseCode
 from tidemq.web.api_topics import PARALLEL, message_count
@@ -84,10 +85,7 @@ async def list_groups(request: web.Request) -> web.Response:
                 "group": config.group_name,
                 "system": is_system_group(config.group_name),
                 "brokers": [],
-                "consume_enable": config.config.get("consumeEnable"),
-                "broadcast": config.config.get("consumeBroadcastEnable"),
-                "orderly": config.config.get("consumeMessageOrderly"),
-                "retry_max_times": config.config.get("retryMaxTimes"),
+                **config.settings(),
             },
         )
         row["brokers"].append(config.broker_name)
@@ -127,10 +125,7 @@ async def group_detail(request: web.Request) -> web.Response:
             "system": is_system_group(group),
             "brokers": [c.broker_name for c in configs],
             "config": {
-                "consume_enable": config.get("consumeEnable"),
-                "broadcast": config.get("consumeBroadcastEnable"),
-                "orderly": config.get("consumeMessageOrderly"),
-                "retry_max_times": config.get("retryMaxTimes"),
+                **group_settings(config),
                 "consume_from_min": config.get("consumeFromMinEnable"),
             },
             **connection.to_json(),
