@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import tempfile
 import threading
@@ -35,6 +34,7 @@ from rocketmq import (
     SimpleConsumer,
 )
 
+from cpu_figures import server_cpu_s
 from tidemq.testing.client_support import create_topic
 from tidemq.testing.processes import serve
 
@@ -117,12 +117,6 @@ def receive_and_ack(endpoint: str, topic: str, count: int, threads: int) -> floa
     return acked / elapsed
 
 
-def server_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the server process used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
@@ -136,14 +130,14 @@ def main() -> None:
         asyncio.run(create_topic(server.namesrv, topic, queues=8))
         pid = server.popen.pid
         print(f"producing {count} x 1 KiB with {args.threads} threads ...", file=sys.stderr)
-        before = server_cpu_seconds(pid)
+        before = server_cpu_s(pid)
         produced = produce(server.grpc, topic, count, args.threads)
-        produce_cpu = server_cpu_seconds(pid) - before
+        produce_cpu = server_cpu_s(pid) - before
         print(f"receiving + acking {count} with {args.threads} threads ...", file=sys.stderr)
         acked = count // args.threads * args.threads
-        before = server_cpu_seconds(pid)
+        before = server_cpu_s(pid)
         consumed = receive_and_ack(server.grpc, topic, acked, args.threads)
-        consume_cpu = server_cpu_seconds(pid) - before
+        consume_cpu = server_cpu_s(pid) - before
     results = {
         "messages": count,
         "threads": args.threads,

@@ -30,8 +30,6 @@ import argparse
 import asyncio
 import itertools
 import json
-import os
-import resource
 import sys
 import tempfile
 import time
@@ -42,6 +40,7 @@ import grpc
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from cpu_figures import Start
 from tidemq.testing.certs import authority, issue
 from tidemq.testing.client_support import create_topic, grpc_send_request
 from tidemq.testing.processes import ServerProcess, serve_args
@@ -59,16 +58,6 @@ _ids = itertools.count()
 
 def progress(text: str) -> None:
     print(f"[grpc_tls_bench] {text}", file=sys.stderr, flush=True)
-
-
-def server_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def client_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 class Servers:
@@ -132,17 +121,12 @@ async def measured(servers: Servers, mode: str, count: int, concurrency: int) ->
     pid = servers.process(mode).popen.pid
     async with servers.channel(mode) as channel:
         await send(channel, WARMUP, concurrency)  # connect, handshake, route: not timed
-        server0, client0, wall0 = server_cpu_s(pid), client_cpu_s(), time.perf_counter()
+        start = Start.now(pid)
         done = await send(channel, count, concurrency)
-        seconds = time.perf_counter() - wall0
-        client_s, server_s = client_cpu_s() - client0, server_cpu_s(pid) - server0
+        figures = start.figures(count)
     if done != count:
         raise SystemExit(f"{mode}: stored {done} of {count} within {TIME_LIMIT_S:.0f}s")
-    return {
-        "msgs_per_s": round(count / seconds),
-        "client_us_per_msg": round(1e6 * client_s / count, 1),
-        "server_us_per_msg": round(1e6 * server_s / count, 1),
-    }
+    return figures
 
 
 FIGURES = ("msgs_per_s", "client_us_per_msg", "server_us_per_msg")

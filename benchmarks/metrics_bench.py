@@ -42,17 +42,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from security_bench import (
-    BODY,
-    PHASES,
-    consume,
-    create_topic,
-    measured,
-    produce_batch,
-    send,
-    server_cpu_s,
-)
-from tidemq import Producer, make_message
+from cpu_figures import median_run, server_cpu_s
+from security_bench import PHASES, create_topic, run_phases
 from tidemq.broker.stats import BrokerStats
 from tidemq.common.clock import SYSTEM_CLOCK
 from tidemq.common.rpc_stats import RpcStats
@@ -147,17 +138,9 @@ def run_mode(
         namesrv, pid = process.namesrv, process.popen.pid
         topic, group = f"MetricsBench{rep}", f"MetricsBenchG{rep}"
         asyncio.run(create_topic(namesrv, topic, {}))
-        row: dict[str, Any] = {}
         address = process.http if mode == "on+scrape" else None
         with scraping(address, interval_s) as pages:
-            with Producer("MetricsBenchP", namesrv) as producer:
-                producer.send(make_message(topic, BODY))  # the route, outside the timing
-                row["produce-batch"] = measured(
-                    pid, count, lambda: produce_batch(producer, topic, count)
-                )
-                row["send"] = measured(pid, singles, lambda: send(producer, topic, singles))
-            total = count + singles + 1
-            row["consume"] = measured(pid, total, lambda: consume(namesrv, topic, group, total, {}))
+            row = run_phases(pid, namesrv, "MetricsBenchP", topic, group, count, singles, {})
         if pages:
             row["scrapes"] = {"count": len(pages), "bytes": max(pages)}
             row["scrape_server_ms"] = scrape_cost_ms(process.http, pid)
@@ -175,8 +158,8 @@ def summary(rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, dict[s
     for mode in MODES:
         table[mode] = {}
         for phase in PHASES:
-            runs = sorted((r[phase] for r in rows[mode]), key=lambda r: r["msgs_per_s"])
-            table[mode][phase] = dict(runs[len(runs) // 2])
+            runs = [r[phase] for r in rows[mode]]
+            table[mode][phase] = median_run(runs)
             ratios = sorted(r["server_us_per_msg"] / r["client_us_per_msg"] for r in runs)
             table[mode][phase]["server_per_client"] = round(ratios[len(ratios) // 2], 2)
     for mode in MODES:

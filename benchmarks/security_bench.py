@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import resource
 import sys
 import tempfile
 import time
@@ -34,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cpu_figures import Start, median_run
 from tidemq import (
     AdminClient,
     ConsumeFromWhere,
@@ -109,28 +108,14 @@ class Setup:
         return options
 
 
-def server_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def client_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def measured(server_pid: int, count: int, work: Callable[[], int]) -> dict[str, float]:
     """Run `work` (it returns how many messages it handled) and time it."""
-    server0, client0, wall0 = server_cpu_s(server_pid), client_cpu_s(), time.perf_counter()
+    start = Start.now(server_pid)
     done = work()
-    seconds = time.perf_counter() - wall0
+    figures = start.figures(count)
     if done != count:
         raise SystemExit(f"handled {done} of {count} messages within {TIME_LIMIT_S:.0f}s")
-    return {
-        "msgs_per_s": round(count / seconds),
-        "client_us_per_msg": round(1e6 * (client_cpu_s() - client0) / count, 1),
-        "server_us_per_msg": round(1e6 * (server_cpu_s(server_pid) - server0) / count, 1),
-    }
+    return figures
 
 
 def produce_batch(producer: Producer, topic: str, count: int) -> int:
@@ -170,6 +155,28 @@ async def create_topic(namesrv: str, topic: str, options: dict[str, Any]) -> Non
         await admin.create_topic(topic, queues=QUEUES)
 
 
+def run_phases(
+    pid: int,
+    namesrv: str,
+    producer_group: str,
+    topic: str,
+    group: str,
+    count: int,
+    singles: int,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """The PHASES against the server `pid`: produce-batch of `count`, `singles`
+    sends, then consume all of it; each phase's figures by its name."""
+    row: dict[str, Any] = {}
+    with Producer(producer_group, namesrv, **options) as producer:
+        producer.send(make_message(topic, BODY))  # the route, outside the timing
+        row["produce-batch"] = measured(pid, count, lambda: produce_batch(producer, topic, count))
+        row["send"] = measured(pid, singles, lambda: send(producer, topic, singles))
+    total = count + singles + 1
+    row["consume"] = measured(pid, total, lambda: consume(namesrv, topic, group, total, options))
+    return row
+
+
 def run_mode(setup: Setup, mode: str, rep: int, count: int, singles: int) -> dict[str, Any]:
     data = setup.root / f"{mode.replace('+', '-')}-{rep}"
     data.mkdir()
@@ -180,18 +187,7 @@ def run_mode(setup: Setup, mode: str, rep: int, count: int, singles: int) -> dic
         topic, group = f"SecBench{rep}", f"SecBenchG{rep}"
         asyncio.run(create_topic(namesrv, topic, setup.client(mode, ADMIN)))
         options = setup.client(mode)
-        row: dict[str, Any] = {}
-        with Producer("SecBenchP", namesrv, **options) as producer:
-            producer.send(make_message(topic, BODY))  # the route, outside the timing
-            row["produce-batch"] = measured(
-                pid, count, lambda: produce_batch(producer, topic, count)
-            )
-            row["send"] = measured(pid, singles, lambda: send(producer, topic, singles))
-        total = count + singles + 1
-        row["consume"] = measured(
-            pid, total, lambda: consume(namesrv, topic, group, total, options)
-        )
-        return row
+        return run_phases(pid, namesrv, "SecBenchP", topic, group, count, singles, options)
     finally:
         process.kill()
 
@@ -202,8 +198,7 @@ def summary(rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, dict[s
     for mode in MODES:
         table[mode] = {}
         for phase in PHASES:
-            runs = sorted((r[phase] for r in rows[mode]), key=lambda r: r["msgs_per_s"])
-            table[mode][phase] = dict(runs[len(runs) // 2])
+            table[mode][phase] = median_run(r[phase] for r in rows[mode])
     for mode in MODES:
         for phase in PHASES:
             plain = table["plain"][phase]["msgs_per_s"]

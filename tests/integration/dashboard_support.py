@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tidemq import ConsumeFromWhere, PushConsumer
 from tidemq.testing.processes import FAST_DELAY_LEVELS, ServerProcess, started
 
 REQUEST_TIMEOUT_S = 30.0
@@ -96,3 +97,18 @@ def dashboard_server(
     home.mkdir(parents=True, exist_ok=True)
     with started(dashboard_args(home / "data", *extra), home, name) as (process, ready):
         yield process, Api(f"http://{ready['http']}")
+
+
+def started_consumer(namesrv: str, group: str, topic: str, listener: object) -> PushConsumer:
+    """A started push consumer of `topic` from its first message, retried once
+    before its dead-letter queue (the lag, reset and DLQ scenarios)."""
+    consumer = PushConsumer(
+        group,
+        namesrv=namesrv,
+        listener=listener,  # type: ignore[arg-type]
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        max_reconsume_times=1,
+    )
+    consumer.subscribe(topic)
+    consumer.start()
+    return consumer

@@ -12,9 +12,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from dashboard_support import Api, dashboard_server
+from dashboard_support import Api, dashboard_server, started_consumer
 
-from tidemq import ConsumeFromWhere, ConsumeStatus, PushConsumer
+from tidemq import ConsumeStatus
 from tidemq.testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -110,19 +110,6 @@ def test_timers_are_listed_and_recalled(tmp_path: Path) -> None:
         assert bad.status == 400 and "recall handle is invalid" in bad.body["error"]
 
 
-def _consumer(namesrv: str, group: str, topic: str, listener: object) -> PushConsumer:
-    consumer = PushConsumer(
-        group,
-        namesrv=namesrv,
-        listener=listener,  # type: ignore[arg-type]
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        max_reconsume_times=1,
-    )
-    consumer.subscribe(topic)
-    consumer.start()
-    return consumer
-
-
 def test_groups_lag_reset_and_dead_letters(tmp_path: Path) -> None:
     with dashboard_server(tmp_path) as (process, api):
         api.ok("POST", "/api/topics", {"name": "ApiPay", "queues": 1})
@@ -138,7 +125,7 @@ def test_groups_lag_reset_and_dead_letters(tmp_path: Path) -> None:
                     return ConsumeStatus.RECONSUME_LATER  # twice: then it is a dead letter
             return ConsumeStatus.CONSUME_SUCCESS
 
-        consumer = _consumer(process.namesrv, "ApiPayers", "ApiPay", fail_pay_1)
+        consumer = started_consumer(process.namesrv, "ApiPayers", "ApiPay", fail_pay_1)
         try:
             group = wait_until(
                 lambda: (

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from dashboard_support import Api, dashboard_server
+from dashboard_support import Api, dashboard_server, started_consumer
 
 from tidemq import ConsumeFromWhere, ConsumeStatus, Producer, PushConsumer, make_message
 from tidemq.testing.processes import ServerProcess
@@ -87,19 +87,6 @@ def shoot(page: Page, name: str) -> None:
 
 def go(page: Page, server: tuple[ServerProcess, Api], route: str) -> None:
     page.goto(f"{server[1].base}/#/{route}")
-
-
-def consumer(namesrv: str, group: str, topic: str, listener: object) -> PushConsumer:
-    instance = PushConsumer(
-        group,
-        namesrv=namesrv,
-        listener=listener,  # type: ignore[arg-type]
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        max_reconsume_times=1,
-    )
-    instance.subscribe(topic)
-    instance.start()
-    return instance
 
 
 def test_the_cluster_page_shows_the_broker_live(
@@ -176,7 +163,7 @@ def test_a_group_lag_falls_to_zero_after_consuming(
         consumed.extend(m.body for m in messages)
         return ConsumeStatus.CONSUME_SUCCESS
 
-    shoppers = consumer(process.namesrv, "WebShoppers", "WebCart", hold_then_consume)
+    shoppers = started_consumer(process.namesrv, "WebShoppers", "WebCart", hold_then_consume)
     try:
         until(page, lambda: consumed == [b"warm up"], "the warm-up message consumed")
         go(page, server, "groups/WebShoppers")
@@ -225,7 +212,7 @@ def test_resend_a_dead_letter(page: Page, server: tuple[ServerProcess, Api]) -> 
         bodies.extend(m.body for m in messages)
         return ConsumeStatus.CONSUME_SUCCESS if resent.is_set() else ConsumeStatus.RECONSUME_LATER
 
-    payers = consumer(process.namesrv, "WebPayers", "WebPay", fail_until_resent)
+    payers = started_consumer(process.namesrv, "WebPayers", "WebPay", fail_until_resent)
     try:
         go(page, server, "groups/WebPayers")
         expect(page.get_by_test_id("dlq-count")).to_have_text("1")

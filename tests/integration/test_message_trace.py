@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +33,7 @@ from tidemq.client.trace import Timeline, trace_timeline
 from tidemq.client.transaction import AsyncTransactionProducer, LocalTransactionState
 from tidemq.common.message import Message, MessageExt
 from tidemq.testing.client_support import create_topic
-from tidemq.testing.processes import FAST_DELAY_LEVELS, ServerProcess, serve, server_env
+from tidemq.testing.processes import FAST_DELAY_LEVELS, ServerProcess, serve
 from tidemq.testing.waiting import eventually, unique_name, wait_until
 
 pytestmark = pytest.mark.slow
@@ -51,16 +49,6 @@ SETTINGS = {
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     with serve(tmp_path_factory.mktemp("trace") / "data", settings=SETTINGS) as process:
         yield process
-
-
-def cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tidemq.cli.main", *args, "--namesrv", server.namesrv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=server_env(Path(server.home)),
-    )
 
 
 async def traced(server: ServerProcess, msg_id: str, check: Any, what: str) -> Timeline:
@@ -139,7 +127,7 @@ async def test_a_retried_message_shows_its_send_and_both_deliveries(server: Serv
     assert (second.retry_times, second.success, second.return_type) == (1, True, "SUCCESS")
     assert first.timestamp_ms <= second.timestamp_ms
 
-    shown = cli(server, "message", "trace", sent.msg_id)
+    shown = server.cli("message", "trace", sent.msg_id)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert lines[0].startswith(f"message {sent.msg_id} of topic {topic}")
@@ -153,7 +141,7 @@ async def test_a_retried_message_shows_its_send_and_both_deliveries(server: Serv
     assert "retry 0" in failed_line and "failed (FAILED)" in failed_line
     assert "retry 1" in ok_line and "succeeded (SUCCESS)" in ok_line
 
-    as_json = cli(server, "message", "trace", sent.msg_id, "--json")
+    as_json = server.cli("message", "trace", sent.msg_id, "--json")
     assert as_json.returncode == 0, as_json.stderr
     document = json.loads(as_json.stdout)
     assert document["found"] and document["msg_id"] == sent.msg_id
@@ -170,7 +158,7 @@ async def test_a_retried_message_shows_its_send_and_both_deliveries(server: Serv
     ]
 
     # the offset msg id a send also prints leads to the same trace
-    by_offset = cli(server, "message", "trace", sent.offset_msg_id, "--json")
+    by_offset = server.cli("message", "trace", sent.offset_msg_id, "--json")
     assert by_offset.returncode == 0, by_offset.stderr
     assert json.loads(by_offset.stdout)["msg_id"] == sent.msg_id
 
@@ -264,7 +252,7 @@ async def test_a_message_whose_retries_ran_out_is_dead_lettered(server: ServerPr
     assert dead is not None and dead.dead_letter is not None
     assert dead.dead_letter.topic == f"%DLQ%{group}"
     assert [d.success for d in dead.deliveries] == [False, False]
-    shown = cli(server, "message", "trace", sent.msg_id)
+    shown = server.cli("message", "trace", sent.msg_id)
     assert f"consumer group {group}: dead-lettered (2 deliveries, 1 retry)" in shown.stdout
     assert "dead letter" in shown.stdout and f"%DLQ%{group}" in shown.stdout
 
@@ -312,7 +300,7 @@ async def test_a_transaction_end_is_traced_locally_and_from_a_check(server: Serv
         ("UNKNOW", False),
         ("COMMIT_MESSAGE", True),
     ]
-    shown = cli(server, "message", "trace", now.msg_id)
+    shown = server.cli("message", "trace", now.msg_id)
     assert "end transaction" in shown.stdout and "COMMIT_MESSAGE" in shown.stdout
 
 
@@ -410,11 +398,11 @@ async def test_a_trace_topic_that_takes_no_message_never_fails_a_send(
 
 
 def test_no_trace_is_a_clear_failure(server: ServerProcess) -> None:
-    unknown = cli(server, "message", "trace", "0123456789ABCDEF0123456789ABCDEF")
+    unknown = server.cli("message", "trace", "0123456789ABCDEF0123456789ABCDEF")
     assert unknown.returncode == 1
     assert "no trace of message 0123456789ABCDEF0123456789ABCDEF" in unknown.stderr
-    nowhere = cli(
-        server, "message", "trace", "ABC", "--trace-topic", unique_name("NoTraces"), "--json"
+    nowhere = server.cli(
+        "message", "trace", "ABC", "--trace-topic", unique_name("NoTraces"), "--json"
     )
     assert nowhere.returncode == 1
     error = json.loads(nowhere.stdout or nowhere.stderr)
@@ -445,7 +433,7 @@ def test_the_broker_creates_its_trace_topic_with_trace_topic_enable(tmp_path: Pa
             assert timeline.trace_topic == "BrokerTraces" and timeline.sent
 
         asyncio.run(check())
-        deleted = cli(traced_server, "topic", "delete", "BrokerTraces")
+        deleted = traced_server.cli("topic", "delete", "BrokerTraces")
         assert deleted.returncode != 0 and "system topic" in deleted.stderr
 
 

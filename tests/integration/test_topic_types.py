@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -25,7 +22,7 @@ from tidemq.common import properties as props
 from tidemq.common.message import Message
 from tidemq.protocol import ResponseCode
 from tidemq.testing.client_support import grpc_call, grpc_send_request, read_topic
-from tidemq.testing.processes import ServerProcess, serve, server_env
+from tidemq.testing.processes import ServerProcess, serve
 from tidemq.testing.waiting import unique_name
 
 pytestmark = pytest.mark.slow
@@ -37,19 +34,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield process
 
 
-def cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tidemq.cli.main", *args, "--namesrv", server.namesrv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=server_env(Path(server.home)),
-    )
-
-
 def typed_topic(server: ServerProcess, kind: str) -> str:
     topic = unique_name(f"Typed{kind.title()}")
-    done = cli(server, "topic", "create", topic, "--type", kind, "--json")
+    done = server.cli("topic", "create", topic, "--type", kind, "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["type"] == kind.upper()
     return topic
@@ -81,7 +68,7 @@ def test_typed_topics_refuse_other_types_over_remoting(server: ServerProcess) ->
             assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
             assert f"message type {name} does not match" in str(refused.value)
         untyped = unique_name("Untyped")
-        assert cli(server, "topic", "create", untyped).returncode == 0
+        assert server.cli("topic", "create", untyped).returncode == 0
         await send(server, untyped, **{props.SHARDING_KEY: "g1"})
         await send(server, untyped)
 
@@ -116,13 +103,13 @@ def test_grpc_route_and_send_follow_the_type(server: ServerProcess) -> None:
 
 
 def test_bad_type_and_fifo_group_cli(server: ServerProcess) -> None:
-    bad = cli(server, "topic", "create", unique_name("Bad"), "--type", "weird")
+    bad = server.cli("topic", "create", unique_name("Bad"), "--type", "weird")
     assert bad.returncode != 0 and "weird" in bad.stderr
     group = unique_name("FifoGroup")
-    done = cli(server, "group", "create", group, "--fifo", "--json")
+    done = server.cli("group", "create", group, "--fifo", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["fifo"] is True
-    listed = json.loads(cli(server, "group", "list", "--json").stdout)
+    listed = json.loads(server.cli("group", "list", "--json").stdout)
     assert any(row["group"] == group and row["orderly"] for row in listed)
 
 

@@ -5,26 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tidemq import TlsConfig
-from tidemq.testing.certs import Pair, authority, issue
+from tidemq.testing.certs import CertSet
 
 
-class Certs:
-    """A CA with a server and a client certificate; another CA with a stranger's."""
-
-    def __init__(self, root: Path) -> None:
-        self.ca = authority(root, "ca")
-        self.server = issue(root, self.ca, "server")
-        self.client = issue(root, self.ca, "client")
-        self.other_ca = authority(root, "other-ca")
-        self.stranger = issue(root, self.other_ca, "stranger")
-
-    def client_tls(self, shown: Pair | None = None) -> TlsConfig:
-        return TlsConfig(
-            ca=str(self.ca.cert),
-            cert=str(shown.cert) if shown else None,
-            key=str(shown.key) if shown else None,
-        )
+class Certs(CertSet):
+    """The TLS tests' certificates, and the `tidemq` options that serve them."""
 
     def server_args(self, mode: str, verify: str = "none") -> list[str]:
         return [

@@ -220,12 +220,20 @@ class TidemqServer:
             )
         return CliResult(tuple(args), done.returncode, done.stdout, done.stderr)
 
-    def create_topic(self, topic: str, queues: int = 4) -> None:
+    def create_topic(self, topic: str, queues: int = 4, auth: Sequence[str] = ()) -> None:
+        """`auth`: the CLI's --access-key/--secret-key options, for a server with ACLs."""
         result = self.cli(
-            "topic", "create", topic, "--queues", str(queues), "--namesrv", self.namesrv
+            "topic", "create", topic, "--queues", str(queues), "--namesrv", self.namesrv, *auth
         )
         if result.returncode != 0:
             pytest.fail(f"creating topic {topic} failed: {result.describe()}", pytrace=False)
+
+    def stored(self, topic: str, auth: Sequence[str] = ()) -> int:
+        """Messages stored in `topic` (the sum of its queues' max offsets), read with the CLI."""
+        result = self.cli("topic", "status", topic, "--json", "--namesrv", self.namesrv, *auth)
+        if result.returncode != 0:
+            pytest.fail(f"reading topic {topic} failed: {result.describe()}", pytrace=False)
+        return sum(int(queue["max_offset"]) for queue in json.loads(result.stdout))
 
 
 class NodeScript:
@@ -406,3 +414,22 @@ class ScriptRunner:
     def close(self) -> None:
         for script in self.started:
             script.close()
+
+
+def consume_both(
+    scripts: ScriptRunner, topic: str, group: str, timeout: float, **credentials: str
+) -> None:
+    """The `acl` script consumes `topic` as `group` until both of its producer's
+    messages (acl-0, acl-1) are received, then stops."""
+    consumer = scripts.start(
+        "acl", timeout=timeout, mode="consume", topic=topic, group=group, **credentials
+    )
+    consumer.wait_for(
+        "both deliveries",
+        lambda events: (
+            {e["label"] for e in events if e["event"] == "received"} >= {"acl-0", "acl-1"}
+        ),
+        timeout,
+    )
+    consumer.stop()
+    consumer.wait_exit(timeout)

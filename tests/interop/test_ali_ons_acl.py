@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from ali_ons_harness import Event, TidemqServer, unique
+from ali_ons_harness import Event, TidemqServer, consume_both, unique
 
 pytestmark = [
     pytest.mark.slow,
@@ -56,16 +56,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TidemqServer]:
 
 
 def create(server: TidemqServer, topic: str) -> None:
-    result = server.cli(
-        "topic", "create", topic, "--queues", "4", "--namesrv", server.namesrv, *ADMIN
-    )
-    assert result.returncode == 0, result.describe()
+    server.create_topic(topic, queues=4, auth=ADMIN)
 
 
 def stored(server: TidemqServer, topic: str) -> int:
-    result = server.cli("topic", "status", topic, "--json", "--namesrv", server.namesrv, *ADMIN)
-    assert result.returncode == 0, result.describe()
-    return sum(int(queue["max_offset"]) for queue in json.loads(result.stdout))
+    return server.stored(topic, auth=ADMIN)
 
 
 def refused_sends(events: list[Event]) -> list[Event]:
@@ -79,18 +74,7 @@ def test_ali_ons_with_keys_produces_and_consumes(scripts, server: TidemqServer) 
     assert [e["label"] for e in producer.of_kind("sent")] == ["acl-0", "acl-1"]
     assert refused_sends(producer.events) == []
     assert stored(server, topic) == 2
-    consumer = scripts.start(
-        "acl", timeout=TIMEOUT, mode="consume", topic=topic, group=group, **APP
-    )
-    consumer.wait_for(
-        "both deliveries",
-        lambda events: (
-            {e["label"] for e in events if e["event"] == "received"} >= {"acl-0", "acl-1"}
-        ),
-        TIMEOUT,
-    )
-    consumer.stop()
-    consumer.wait_exit(TIMEOUT)
+    consume_both(scripts, topic, group, TIMEOUT, **APP)
 
 
 @pytest.mark.parametrize(

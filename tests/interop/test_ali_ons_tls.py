@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from ali_ons_harness import TidemqServer, unique
+from ali_ons_harness import TidemqServer, consume_both, unique
 
 from tidemq import ConsumeFromWhere, LitePullConsumer, TlsConfig
 from tidemq.testing.certs import authority, issue
@@ -52,16 +52,7 @@ def test_ali_ons_speaks_plain_beside_a_tls_client_in_permissive_mode(  # type: i
     server.create_topic(topic)
     producer = scripts.run("acl", timeout=TIMEOUT, topic=topic, group=group)
     assert [e["label"] for e in producer.of_kind("sent")] == ["acl-0", "acl-1"]
-    consumer = scripts.start("acl", timeout=TIMEOUT, mode="consume", topic=topic, group=group)
-    consumer.wait_for(
-        "both deliveries",
-        lambda events: (
-            {e["label"] for e in events if e["event"] == "received"} >= {"acl-0", "acl-1"}
-        ),
-        TIMEOUT,
-    )
-    consumer.stop()
-    consumer.wait_exit(TIMEOUT)
+    consume_both(scripts, topic, group, TIMEOUT)
     tls = TlsConfig(ca=server.ca)  # type: ignore[attr-defined]
     reader = LitePullConsumer(
         unique("TlsReader"),

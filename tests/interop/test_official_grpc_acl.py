@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
 import shutil
-import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +17,7 @@ from typing import Any
 
 import grpc
 import pytest
+from node_acl_support import official_node_acl
 from rocketmq import (
     ClientConfiguration,
     Credentials,
@@ -58,9 +56,6 @@ accounts:
 """
 TOPICS = ("Orders", "Audit")
 GROUPS = ("Billing", "Other")
-REPO = Path(__file__).resolve().parents[2]
-NODE_MODULES = REPO / "interop" / "node_modules"
-NODE_SCRIPT = Path(__file__).with_name("js") / "official_node_acl.js"
 
 
 def serve_acl(tmp_path: Path, policy: str = POLICY) -> Any:
@@ -302,28 +297,8 @@ def test_a_policy_change_is_taken_without_a_restart(tmp_path: Path) -> None:
 def test_official_node_client_with_and_without_credentials(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    if not (NODE_MODULES / "rocketmq-client-nodejs").exists():
-        pytest.fail("interop/node_modules is missing: run `make test`", pytrace=False)
     before = {topic: asyncio.run(stored(server.namesrv, topic)) for topic in ("Orders", "Audit")}
-    env = dict(os.environ, NODE_PATH=str(NODE_MODULES), HOME=str(tmp_path))
-    node = shutil.which("node") or "node"
-    args = ["--endpoints", server.grpc, "--topic", "Orders", "--group", "Billing"]
-    args += ["--denied-topic", "Audit", "--access-key", APP[0], "--secret-key", APP[1]]
-    done = subprocess.run(
-        [node, str(NODE_SCRIPT), *args], capture_output=True, text=True, env=env, timeout=120
-    )
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
-    by_event = {e["event"]: e for e in events}
-    assert by_event["received"]["body"] == "node allowed"
-    assert by_event["acked"]["messageId"] == by_event["sent"]["messageId"]
-    assert by_event["empty-after-ack"]["count"] == 0
-    anonymous, wrong, denied = by_event["anonymous"], by_event["wrong-key"], by_event["denied"]
-    assert (anonymous["name"], anonymous["code"]) == ("UnauthorizedException", 40100), anonymous
-    assert "No accessKey is configured" in anonymous["message"]
-    assert (wrong["name"], wrong["code"]) == ("UnauthorizedException", 40100), wrong
-    assert "Check signature failed for accessKey=appKey0001" in wrong["message"]
-    assert (denied["name"], denied["code"]) == ("ForbiddenException", 40300), denied
-    assert "No default permission for topic:Audit" in denied["message"]
+    by_event = official_node_acl(server.grpc, "Orders", "Billing", "Audit", *APP, tmp_path)
+    assert "No default permission for topic:Audit" in by_event["denied"]["message"]
     after = {topic: asyncio.run(stored(server.namesrv, topic)) for topic in ("Orders", "Audit")}
     assert after == {"Orders": before["Orders"] + 1, "Audit": before["Audit"]}

@@ -18,15 +18,13 @@ password by ``DefaultAuthenticationHandler``; over gRPC the ``Credential``):
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ali_ons_harness import NODE_MODULES, Event, TidemqServer, unique
+from ali_ons_harness import Event, TidemqServer, consume_both, unique
+from node_acl_support import official_node_acl
 
 pytestmark = [
     pytest.mark.slow,
@@ -40,7 +38,6 @@ ROOT = ("--access-key", "root", "--secret-key", "rootSecret01")
 USER = {"access_key": "onsUser01", "secret_key": "onsUserSecret01"}
 DENIED = "UsersDenied"
 TIMEOUT = 60.0
-NODE_SCRIPT = Path(__file__).with_name("js") / "official_node_acl.js"
 
 
 @pytest.fixture(scope="module")
@@ -69,17 +66,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TidemqServer]:
 
 
 def create(server: TidemqServer, topic: str) -> None:
-    result = server.cli(
-        "topic", "create", topic, "--queues", "2", "--namesrv", server.namesrv, *ROOT
-    )
-    assert result.returncode == 0, result.describe()
+    server.create_topic(topic, queues=2, auth=ROOT)
 
 
 def stored(server: TidemqServer, topic: str) -> int:
-    args = ("topic", "status", topic, "--json", "--namesrv", server.namesrv, *ROOT)
-    result = server.cli(*args)
-    assert result.returncode == 0, result.describe()
-    return sum(int(queue["max_offset"]) for queue in json.loads(result.stdout))
+    return server.stored(topic, auth=ROOT)
 
 
 def test_ali_ons_as_a_user_produces_and_consumes(scripts, server: TidemqServer) -> None:  # type: ignore[no-untyped-def]
@@ -88,18 +79,7 @@ def test_ali_ons_as_a_user_produces_and_consumes(scripts, server: TidemqServer) 
     producer = scripts.run("acl", timeout=TIMEOUT, topic=topic, group=group, **USER)
     assert [e["label"] for e in producer.of_kind("sent")] == ["acl-0", "acl-1"], producer.describe()
     assert stored(server, topic) == 2
-    consumer = scripts.start(
-        "acl", timeout=TIMEOUT, mode="consume", topic=topic, group=group, **USER
-    )
-    consumer.wait_for(
-        "both deliveries",
-        lambda events: (
-            {e["label"] for e in events if e["event"] == "received"} >= {"acl-0", "acl-1"}
-        ),
-        TIMEOUT,
-    )
-    consumer.stop()
-    consumer.wait_exit(TIMEOUT)
+    consume_both(scripts, topic, group, TIMEOUT, **USER)
 
 
 @pytest.mark.parametrize(
@@ -136,34 +116,15 @@ def test_ali_ons_as_a_user_is_refused_and_nothing_is_stored(  # type: ignore[no-
 
 
 def test_the_official_node_client_as_a_user(server: TidemqServer, tmp_path: Path) -> None:
-    if not (NODE_MODULES / "rocketmq-client-nodejs").exists():
-        pytest.fail("interop/node_modules is missing: run `make test`", pytrace=False)
     topic, group = unique("UsersNode"), unique("UsersNodeG")
     create(server, topic)
     before = {name: stored(server, name) for name in (topic, DENIED)}
-    env = dict(os.environ, NODE_PATH=str(NODE_MODULES), HOME=str(tmp_path))
-    node = shutil.which("node") or "node"
-    args = ["--endpoints", server.grpc, "--topic", topic, "--group", group]
-    args += ["--denied-topic", DENIED]
-    args += ["--access-key", USER["access_key"], "--secret-key", USER["secret_key"]]
-    done = subprocess.run(
-        [node, str(NODE_SCRIPT), *args], capture_output=True, text=True, env=env, timeout=120
+    by_event = official_node_acl(
+        server.grpc, topic, group, DENIED, USER["access_key"], USER["secret_key"], tmp_path
     )
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
-    by_event = {e["event"]: e for e in events}
-    assert by_event["received"]["body"] == "node allowed"
-    assert by_event["acked"]["messageId"] == by_event["sent"]["messageId"]
-    assert by_event["empty-after-ack"]["count"] == 0
-    anonymous, wrong, denied = by_event["anonymous"], by_event["wrong-key"], by_event["denied"]
-    assert (anonymous["name"], anonymous["code"]) == ("UnauthorizedException", 40100), anonymous
-    assert "No accessKey is configured" in anonymous["message"]
-    assert (wrong["name"], wrong["code"]) == ("UnauthorizedException", 40100), wrong
-    assert "Check signature failed for accessKey=onsUser01" in wrong["message"]
-    assert (denied["name"], denied["code"]) == ("ForbiddenException", 40300), denied
     assert (
         f"User:onsUser01 has no permission to access Topic:{DENIED} from 127.0.0.1, "
-        "the decision is deny." in denied["message"]
+        "the decision is deny." in by_event["denied"]["message"]
     )
     after = {name: stored(server, name) for name in (topic, DENIED)}
     assert after == {topic: before[topic] + 1, DENIED: before[DENIED]}

@@ -333,10 +333,7 @@ def group_list(cluster: str | None, namesrv: list[str], as_json: bool) -> None:
             {
                 "group": config.group_name,
                 "brokers": [],
-                "consume_enable": config.config.get("consumeEnable"),
-                "broadcast": config.config.get("consumeBroadcastEnable"),
-                "orderly": config.config.get("consumeMessageOrderly"),
-                "retry_max_times": config.config.get("retryMaxTimes"),
+                **config.settings(),
             },
         )
         row["brokers"].append(config.broker_name)

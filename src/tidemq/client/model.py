@@ -196,6 +196,19 @@ class GroupConfig:
     broker_name: str
     config: dict[str, Any]
 
+    def settings(self) -> dict[str, Any]:
+        return group_settings(self.config)
+
+
+def group_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings a group list shows, by readable names (None where not set)."""
+    return {
+        "consume_enable": config.get("consumeEnable"),
+        "broadcast": config.get("consumeBroadcastEnable"),
+        "orderly": config.get("consumeMessageOrderly"),
+        "retry_max_times": config.get("retryMaxTimes"),
+    }
+
 
 class SendStatus(enum.StrEnum):
     """How the broker stored a sent message (Java's SendStatus).

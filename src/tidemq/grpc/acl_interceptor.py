@@ -52,6 +52,7 @@ from tidemq.acl.grpc_validator import GrpcCaller
 from tidemq.acl.validator import Denial, Reason
 from tidemq.common.clock import Clock
 from tidemq.grpc.access import needed_permissions, response_type, rpc_name
+from tidemq.grpc.handler_wrap import Behavior, rewrapped
 
 __all__ = ["DEFAULT_MAX_SKEW_S", "AclInterceptor", "peer_host", "refusal_status"]
 
@@ -59,8 +60,6 @@ DEFAULT_MAX_SKEW_S = 900.0
 """15 minutes, the window AWS SigV4 gives the same kind of signed date: wide
 enough for hosts whose clocks drift, narrow enough that a captured header
 (the signature covers only the date, not the request) is soon worthless."""
-
-_Behavior = Callable[..., Any]
 
 
 def peer_host(peer: str) -> str:
@@ -119,25 +118,14 @@ class AclInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     ) -> Any:
         handler = await continuation(handler_call_details)
         rpc = rpc_name(handler_call_details.method)
-        if handler is None or rpc is None:
+        if rpc is None:
             return handler
-        kwargs = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(rpc, handler.unary_unary), **kwargs
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._unary_stream(rpc, handler.unary_stream), **kwargs
-            )
-        if handler.stream_stream is not None:
-            return grpc.stream_stream_rpc_method_handler(
-                self._stream_stream(rpc, handler.stream_stream), **kwargs
-            )
-        return handler  # client streaming: MessagingService has none
+        return rewrapped(
+            handler,
+            unary_unary=lambda behavior: self._unary(rpc, behavior),
+            unary_stream=lambda behavior: self._unary_stream(rpc, behavior),
+            stream_stream=lambda behavior: self._stream_stream(rpc, behavior),
+        )
 
     # -- the checks --------------------------------------------------------------------
 
@@ -174,7 +162,7 @@ class AclInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     # -- the wrappers ------------------------------------------------------------------
 
-    def _unary(self, rpc: str, behavior: _Behavior) -> _Behavior:
+    def _unary(self, rpc: str, behavior: Behavior) -> Behavior:
         async def checked(request: Any, context: Any) -> Any:
             denial = self._check(rpc, request, context)
             if denial is not None:
@@ -183,7 +171,7 @@ class AclInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         return checked
 
-    def _unary_stream(self, rpc: str, behavior: _Behavior) -> _Behavior:
+    def _unary_stream(self, rpc: str, behavior: Behavior) -> Behavior:
         async def checked(request: Any, context: Any) -> AsyncIterator[Any]:
             denial = self._check(rpc, request, context)
             if denial is not None:
@@ -194,7 +182,7 @@ class AclInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         return checked
 
-    def _stream_stream(self, rpc: str, behavior: _Behavior) -> _Behavior:
+    def _stream_stream(self, rpc: str, behavior: Behavior) -> Behavior:
         async def checked(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
             caller = self._authenticate(rpc, context)
             if isinstance(caller, Denial):

@@ -23,6 +23,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from tidemq.common.rpc_stats import RpcStats
 from tidemq.grpc.access import rpc_name
+from tidemq.grpc.handler_wrap import Behavior, rewrapped
 
 __all__ = ["EXCEPTION", "MetricsInterceptor", "grpc_rpc_stats"]
 
@@ -31,8 +32,6 @@ EXCEPTION = -1
 _LONG_POLLING = frozenset({"ReceiveMessage", "PullMessage"})
 _UNTIMED = frozenset({"Telemetry"})
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
-
-_Behavior = Callable[..., Any]
 
 
 def rpc_label(rpc: str) -> str:
@@ -80,23 +79,15 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     ) -> Any:
         handler = await continuation(handler_call_details)
         rpc = rpc_name(handler_call_details.method)
-        if handler is None or rpc is None or rpc in _UNTIMED:
+        if rpc is None or rpc in _UNTIMED:
             return handler
-        kwargs = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(rpc, handler.unary_unary), **kwargs
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._unary_stream(rpc, handler.unary_stream), **kwargs
-            )
-        return handler
+        return rewrapped(
+            handler,
+            unary_unary=lambda behavior: self._unary(rpc, behavior),
+            unary_stream=lambda behavior: self._unary_stream(rpc, behavior),
+        )
 
-    def _unary(self, rpc: str, behavior: _Behavior) -> _Behavior:
+    def _unary(self, rpc: str, behavior: Behavior) -> Behavior:
         stats = self.stats
 
         async def timed(request: Any, context: Any) -> Any:
@@ -116,7 +107,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         return timed
 
-    def _unary_stream(self, rpc: str, behavior: _Behavior) -> _Behavior:
+    def _unary_stream(self, rpc: str, behavior: Behavior) -> Behavior:
         stats = self.stats
         long_polling = rpc in _LONG_POLLING
 

@@ -2,7 +2,8 @@
 
 `authority(dir, name)` makes a CA; `issue(dir, ca, name)` a certificate it
 signs, valid for 127.0.0.1 and localhost (server or client use alike). Two
-authorities give the "certificate from an unknown CA" case.
+authorities give the "certificate from an unknown CA" case; `CertSet` makes
+the set the TLS tests use.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Pair", "authority", "issue"]
+from tidemq.transport.tls import ClientAuth, ServerTls, TlsConfig, TlsMode
+
+__all__ = ["CertSet", "Pair", "authority", "issue"]
 
 _HOSTS = "subjectAltName=IP:127.0.0.1,DNS:localhost"
 
@@ -58,3 +61,29 @@ def issue(directory: Path, ca: Pair, name: str) -> Pair:
         "-CAcreateserial", "-days", "2", "-out", str(pair.cert), "-extfile", str(extensions),
     )  # fmt: skip
     return pair
+
+
+class CertSet:
+    """A CA with a server and a client certificate; another CA with a stranger's
+    (a client certificate the first CA did not sign)."""
+
+    def __init__(self, root: Path) -> None:
+        self.ca = authority(root, "ca")
+        self.server = issue(root, self.ca, "server")
+        self.client = issue(root, self.ca, "client")
+        self.other_ca = authority(root, "other-ca")
+        self.stranger = issue(root, self.other_ca, "stranger")
+
+    def server_tls(self, mode: TlsMode, verify: ClientAuth = ClientAuth.NONE) -> ServerTls:
+        """Serving the server certificate; client certificates checked against the CA."""
+        return ServerTls(
+            mode, str(self.server.cert), str(self.server.key), str(self.ca.cert), verify
+        )
+
+    def client_tls(self, shown: Pair | None = None) -> TlsConfig:
+        """A client trusting the CA, showing `shown`'s certificate if given."""
+        return TlsConfig(
+            ca=str(self.ca.cert),
+            cert=str(shown.cert) if shown else None,
+            key=str(shown.key) if shown else None,
+        )

@@ -111,6 +111,17 @@ class ServerProcess:
         """The HTTP endpoint ("host:port": /metrics, /api, the dashboard), with --http-port."""
         return self.ready["http"]
 
+    def cli(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run `tidemq ARGS --namesrv <this server's>` to its end, in this server's
+        environment (its TIDEMQ_HOME), output captured as text."""
+        return subprocess.run(
+            [sys.executable, "-m", "tidemq.cli.main", *args, "--namesrv", self.namesrv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=server_env(self.home),
+        )
+
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Send `sig` and wait for the exit code."""
         self.popen.send_signal(sig)

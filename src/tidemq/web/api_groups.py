@@ -26,13 +26,14 @@ from typing import Any
 from aiohttp import web
 
 from tidemq.client.admin import AdminClient, AdminError, QueueOffset, QueueProgress
+from tidemq.client.model import group_settings
 from tidemq.common.names import dlq_topic_of, retry_topic_of
 from tidemq.protocol.codes import ResponseCode
 from tidemq.web.api_topics import PARALLEL, message_count
 from tidemq.web.context import dashboard
 from tidemq.web.errors import ApiError
 from tidemq.web.params import json_body, optional_int, required, text, timestamp_ms
-from tidemq.web.views import message_summary
+from tidemq.web.views import message_summary, send_result_view
 
 __all__ = ["SYSTEM_GROUPS", "add_routes", "is_system_group"]
 
@@ -84,10 +85,7 @@ async def list_groups(request: web.Request) -> web.Response:
                 "group": config.group_name,
                 "system": is_system_group(config.group_name),
                 "brokers": [],
-                "consume_enable": config.config.get("consumeEnable"),
-                "broadcast": config.config.get("consumeBroadcastEnable"),
-                "orderly": config.config.get("consumeMessageOrderly"),
-                "retry_max_times": config.config.get("retryMaxTimes"),
+                **config.settings(),
             },
         )
         row["brokers"].append(config.broker_name)
@@ -127,10 +125,7 @@ async def group_detail(request: web.Request) -> web.Response:
             "system": is_system_group(group),
             "brokers": [c.broker_name for c in configs],
             "config": {
-                "consume_enable": config.get("consumeEnable"),
-                "broadcast": config.get("consumeBroadcastEnable"),
-                "orderly": config.get("consumeMessageOrderly"),
-                "retry_max_times": config.get("retryMaxTimes"),
+                **group_settings(config),
                 "consume_from_min": config.get("consumeFromMinEnable"),
             },
             **connection.to_json(),
@@ -241,18 +236,7 @@ async def resend(request: web.Request) -> web.Response:
     group = request.match_info["group"]
     msg_id = request.match_info["msg_id"]
     result = await admin.resend_dead_letter(group, msg_id)
-    return web.json_response(
-        {
-            "status": str(result.status),
-            "msg_id": result.msg_id,
-            "offset_msg_id": result.offset_msg_id,
-            "topic": result.topic,
-            "broker": result.broker_name,
-            "queue": result.queue_id,
-            "queue_offset": result.queue_offset,
-        },
-        status=201,
-    )
+    return web.json_response(send_result_view(result), status=201)
 
 
 def add_routes(app: web.Application) -> None:

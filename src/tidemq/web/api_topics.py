@@ -28,7 +28,7 @@ from tidemq.protocol.codes import ResponseCode
 from tidemq.web.context import dashboard
 from tidemq.web.errors import ApiError
 from tidemq.web.params import json_body, optional_int, required, text, timestamp_ms
-from tidemq.web.views import perm_view, topic_kind
+from tidemq.web.views import perm_view, send_result_view, topic_kind
 
 __all__ = ["add_routes", "message_count"]
 
@@ -252,18 +252,7 @@ async def send_message(request: web.Request) -> web.Response:
         )
     except ValueError as exc:
         raise AdminError(str(exc), ResponseCode.MESSAGE_ILLEGAL) from None
-    return web.json_response(
-        {
-            "status": str(result.status),
-            "msg_id": result.msg_id,
-            "offset_msg_id": result.offset_msg_id,
-            "topic": result.topic,
-            "broker": result.broker_name,
-            "queue": result.queue_id,
-            "queue_offset": result.queue_offset,
-        },
-        status=201,
-    )
+    return web.json_response(send_result_view(result), status=201)
 
 
 def add_routes(app: web.Application) -> None:

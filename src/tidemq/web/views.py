@@ -8,11 +8,18 @@ from collections.abc import Collection
 from typing import Any
 
 from tidemq.broker.topics import is_system_topic
-from tidemq.client.model import perm_text
+from tidemq.client.model import SendResult, perm_text
 from tidemq.common.message import MessageExt
 from tidemq.common.names import is_dlq_topic, is_retry_topic
 
-__all__ = ["BODY_PREVIEW", "body_view", "message_summary", "message_view", "topic_kind"]
+__all__ = [
+    "BODY_PREVIEW",
+    "body_view",
+    "message_summary",
+    "message_view",
+    "send_result_view",
+    "topic_kind",
+]
 
 BODY_PREVIEW = 120
 """Characters of a body shown in a list."""
@@ -94,4 +101,17 @@ def message_view(message: MessageExt) -> dict[str, Any]:
         "flag": message.flag,
         "properties": dict(sorted(message.properties.items())),
         "body": body_view(message.body),
+    }
+
+
+def send_result_view(result: SendResult) -> dict[str, Any]:
+    """Where a message the page sent (or resent from a dead-letter queue) went."""
+    return {
+        "status": str(result.status),
+        "msg_id": result.msg_id,
+        "offset_msg_id": result.offset_msg_id,
+        "topic": result.topic,
+        "broker": result.broker_name,
+        "queue": result.queue_id,
+        "queue_offset": result.queue_offset,
     }

@@ -11,7 +11,6 @@ import asyncio
 import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -21,7 +20,7 @@ from tidemq.common import event_loop
 from tidemq.grpc.relayed_peers import RelayedPeers
 from tidemq.grpc.server import needs_front
 from tidemq.grpc.tls_front import TlsFront, private_socket_path, remove_private_socket
-from tidemq.testing.certs import Pair, authority, issue
+from tidemq.testing.certs import CertSet, Pair
 from tidemq.testing.waiting import HANG_GUARD_S, eventually
 from tidemq.transport.tls import ClientAuth, ServerTls, TlsConfigError, TlsMode
 
@@ -29,19 +28,7 @@ ECHO = "/test.Echo/Echo"
 MiB = 1024 * 1024
 
 
-class Certs:
-    def __init__(self, root: Path) -> None:
-        self.ca = authority(root, "ca")
-        self.server = issue(root, self.ca, "server")
-        self.client = issue(root, self.ca, "client")
-        self.other_ca = authority(root, "other-ca")
-        self.stranger = issue(root, self.other_ca, "stranger")
-
-    def tls(self, mode: TlsMode, verify: ClientAuth = ClientAuth.NONE) -> ServerTls:
-        return ServerTls(
-            mode, str(self.server.cert), str(self.server.key), str(self.ca.cert), verify
-        )
-
+class Certs(CertSet):
     def channel_credentials(self, shown: Pair | None = None) -> grpc.ChannelCredentials:
         return grpc.ssl_channel_credentials(
             root_certificates=self.ca.cert.read_bytes(),
@@ -128,11 +115,11 @@ async def refused(front: TlsFront, credentials: grpc.ChannelCredentials | None) 
 
 def test_only_what_grpc_cannot_do_goes_through_a_front(certs: Certs) -> None:
     assert not needs_front(ServerTls())
-    assert not needs_front(certs.tls(TlsMode.ENFORCING))
-    assert not needs_front(certs.tls(TlsMode.ENFORCING, ClientAuth.REQUIRE))
-    assert needs_front(certs.tls(TlsMode.ENFORCING, ClientAuth.OPTIONAL))
+    assert not needs_front(certs.server_tls(TlsMode.ENFORCING))
+    assert not needs_front(certs.server_tls(TlsMode.ENFORCING, ClientAuth.REQUIRE))
+    assert needs_front(certs.server_tls(TlsMode.ENFORCING, ClientAuth.OPTIONAL))
     for verify in ClientAuth:
-        assert needs_front(certs.tls(TlsMode.PERMISSIVE, verify))
+        assert needs_front(certs.server_tls(TlsMode.PERMISSIVE, verify))
     with pytest.raises(TlsConfigError, match="not disabled"):
         TlsFront("f", "127.0.0.1", 0, ServerTls(), "/nowhere", RelayedPeers())
 
@@ -140,7 +127,7 @@ def test_only_what_grpc_cannot_do_goes_through_a_front(certs: Certs) -> None:
 async def test_permissive_serves_plain_and_tls_on_one_port_and_names_the_real_client(
     make_front: FrontFactory, certs: Certs
 ) -> None:
-    front, backend = await make_front(certs.tls(TlsMode.PERMISSIVE))
+    front, backend = await make_front(certs.server_tls(TlsMode.PERMISSIVE))
     assert await echo(front, None, b"plain") == b"plain"
     assert await echo(front, certs.channel_credentials(), b"tls") == b"tls"
     # grpc saw the front's Unix socket; read through the book, the calls are 127.0.0.1's
@@ -157,7 +144,7 @@ async def test_permissive_serves_plain_and_tls_on_one_port_and_names_the_real_cl
 async def test_optional_client_certificates_in_enforcing_mode(
     make_front: FrontFactory, certs: Certs
 ) -> None:
-    front, _ = await make_front(certs.tls(TlsMode.ENFORCING, ClientAuth.OPTIONAL))
+    front, _ = await make_front(certs.server_tls(TlsMode.ENFORCING, ClientAuth.OPTIONAL))
     assert await echo(front, certs.channel_credentials(), b"no cert") == b"no cert"
     assert await echo(front, certs.channel_credentials(certs.client), b"cert") == b"cert"
     await refused(front, certs.channel_credentials(certs.stranger))
@@ -170,7 +157,7 @@ async def test_required_client_certificates_in_permissive_mode(
 ) -> None:
     """RocketMQ's permissive: verification applies to the TLS connections; plain
     ones pass as plain ones do."""
-    front, _ = await make_front(certs.tls(TlsMode.PERMISSIVE, ClientAuth.REQUIRE))
+    front, _ = await make_front(certs.server_tls(TlsMode.PERMISSIVE, ClientAuth.REQUIRE))
     assert await echo(front, certs.channel_credentials(certs.client), b"cert") == b"cert"
     assert await echo(front, None, b"plain") == b"plain"
     await refused(front, certs.channel_credentials())
@@ -182,7 +169,7 @@ async def test_big_messages_cross_the_relay_both_ways(
 ) -> None:
     """Many times the transports' buffers: the relay pauses and resumes reading
     as the other side drains, and loses nothing."""
-    front, _ = await make_front(certs.tls(TlsMode.PERMISSIVE))
+    front, _ = await make_front(certs.server_tls(TlsMode.PERMISSIVE))
     body = os.urandom(6 * MiB)
     assert await echo(front, certs.channel_credentials(), body) == body
     assert await echo(front, None, body) == body
@@ -191,7 +178,7 @@ async def test_big_messages_cross_the_relay_both_ways(
 async def test_one_connection_over_the_bound_is_closed_at_once(
     make_front: FrontFactory, certs: Certs
 ) -> None:
-    front, _ = await make_front(certs.tls(TlsMode.PERMISSIVE), max_connections=1)
+    front, _ = await make_front(certs.server_tls(TlsMode.PERMISSIVE), max_connections=1)
     _, held_writer = await asyncio.open_connection("127.0.0.1", front.port)
     await eventually(lambda: front.connections == 1, "the first connection taken")
     reader, writer = await asyncio.open_connection("127.0.0.1", front.port)
@@ -207,7 +194,7 @@ async def test_one_connection_over_the_bound_is_closed_at_once(
 async def test_a_silent_client_is_closed_after_the_handshake_timeout(
     make_front: FrontFactory, certs: Certs
 ) -> None:
-    front, _ = await make_front(certs.tls(TlsMode.PERMISSIVE), handshake_timeout_s=0.2)
+    front, _ = await make_front(certs.server_tls(TlsMode.PERMISSIVE), handshake_timeout_s=0.2)
     reader, writer = await asyncio.open_connection("127.0.0.1", front.port)
     async with asyncio.timeout(HANG_GUARD_S):
         assert await reader.read() == b""
@@ -218,7 +205,7 @@ async def test_a_silent_client_is_closed_after_the_handshake_timeout(
 async def test_garbage_and_broken_handshakes_leave_the_port_serving(
     make_front: FrontFactory, certs: Certs
 ) -> None:
-    front, _ = await make_front(certs.tls(TlsMode.PERMISSIVE))
+    front, _ = await make_front(certs.server_tls(TlsMode.PERMISSIVE))
     for opening in (b"\x16\x03\x01\x00\x05hello", b"GET / HTTP/1.1\r\n\r\n", b"\x00" * 64):
         reader, writer = await asyncio.open_connection("127.0.0.1", front.port)
         writer.write(opening)
@@ -231,7 +218,7 @@ async def test_garbage_and_broken_handshakes_leave_the_port_serving(
 
 
 async def test_stop_ends_relayed_connections(make_front: FrontFactory, certs: Certs) -> None:
-    front, backend = await make_front(certs.tls(TlsMode.PERMISSIVE))
+    front, backend = await make_front(certs.server_tls(TlsMode.PERMISSIVE))
     async with channel(front, None) as ch:
         assert await ch.unary_unary(ECHO)(b"open", timeout=HANG_GUARD_S) == b"open"
         assert front.connections == 1 and len(front.peers) == 1
@@ -257,7 +244,7 @@ def test_the_front_on_both_event_loops(
         peers = RelayedPeers()
         backend = Backend(peers)
         await backend.server.start()
-        tls = certs.tls(TlsMode.PERMISSIVE, ClientAuth.OPTIONAL)
+        tls = certs.server_tls(TlsMode.PERMISSIVE, ClientAuth.OPTIONAL)
         front = TlsFront("f", "127.0.0.1", 0, tls, backend.path, peers, handshake_timeout_s=0.3)
         await front.start()
         try:

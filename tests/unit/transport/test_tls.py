@@ -19,7 +19,7 @@ import pytest
 from transport_helpers import echo
 
 from tidemq.protocol import RemotingCommand, ResponseCode
-from tidemq.testing.certs import Pair, authority, issue
+from tidemq.testing.certs import CertSet, Pair
 from tidemq.testing.waiting import HANG_GUARD_S, eventually
 from tidemq.transport import (
     ClientAuth,
@@ -37,39 +37,23 @@ from tidemq.transport import (
 ECHO = 40
 
 
-class Certs:
-    def __init__(self, root: Path) -> None:
-        self.ca = authority(root, "ca")
-        self.server = issue(root, self.ca, "server")
-        self.client = issue(root, self.ca, "client")
-        self.other_ca = authority(root, "other-ca")
-        self.stranger = issue(root, self.other_ca, "stranger")
-
-
 @pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return Certs(tmp_path_factory.mktemp("certs"))
+def certs(tmp_path_factory: pytest.TempPathFactory) -> CertSet:
+    return CertSet(tmp_path_factory.mktemp("certs"))
 
 
 ServerFactory = Callable[..., Awaitable[RemotingServer]]
 ClientFactory = Callable[..., RemotingClient]
 
 
-def server_tls(certs: Certs, mode: TlsMode, verify: ClientAuth = ClientAuth.NONE) -> ServerTls:
-    return ServerTls(
-        mode, str(certs.server.cert), str(certs.server.key), str(certs.ca.cert), verify
-    )
+def server_tls(certs: CertSet, mode: TlsMode, verify: ClientAuth = ClientAuth.NONE) -> ServerTls:
+    return certs.server_tls(mode, verify)
 
 
 def tls_client(
-    make_client: ClientFactory, certs: Certs, shown: Pair | None = None
+    make_client: ClientFactory, certs: CertSet, shown: Pair | None = None
 ) -> RemotingClient:
-    config = TlsConfig(
-        ca=str(certs.ca.cert),
-        cert=str(shown.cert) if shown else None,
-        key=str(shown.key) if shown else None,
-    )
-    return make_client(tls=config)
+    return make_client(tls=certs.client_tls(shown))
 
 
 async def round_trip(client: RemotingClient, port: int, body: bytes = b"hi") -> bytes:
@@ -92,7 +76,7 @@ async def refused(client: RemotingClient, port: int) -> RemotingError:
 
 
 async def test_enforcing_serves_tls_and_closes_plain_with_a_clear_error(
-    certs: Certs,
+    certs: CertSet,
     make_server: ServerFactory,
     make_client: ClientFactory,
     caplog: pytest.LogCaptureFixture,
@@ -109,7 +93,7 @@ async def test_enforcing_serves_tls_and_closes_plain_with_a_clear_error(
 
 
 async def test_permissive_serves_plain_and_tls_on_one_port(
-    certs: Certs, make_server: ServerFactory, make_client: ClientFactory
+    certs: CertSet, make_server: ServerFactory, make_client: ClientFactory
 ) -> None:
     server = await make_server({ECHO: echo()}, tls=server_tls(certs, TlsMode.PERMISSIVE))
     plain, tls = make_client(), tls_client(make_client, certs)
@@ -122,7 +106,7 @@ async def test_permissive_serves_plain_and_tls_on_one_port(
 
 
 async def test_disabled_refuses_a_tls_client(
-    certs: Certs, make_server: ServerFactory, make_client: ClientFactory
+    certs: CertSet, make_server: ServerFactory, make_client: ClientFactory
 ) -> None:
     server = await make_server({ECHO: echo()})
     assert server.tls.mode is TlsMode.DISABLED
@@ -133,7 +117,7 @@ async def test_disabled_refuses_a_tls_client(
 
 @pytest.mark.parametrize("mode", [TlsMode.PERMISSIVE, TlsMode.ENFORCING])
 async def test_required_client_certificate_from_an_unknown_ca_is_refused(
-    certs: Certs, make_server: ServerFactory, make_client: ClientFactory, mode: TlsMode
+    certs: CertSet, make_server: ServerFactory, make_client: ClientFactory, mode: TlsMode
 ) -> None:
     server = await make_server({ECHO: echo()}, tls=server_tls(certs, mode, ClientAuth.REQUIRE))
     assert await round_trip(tls_client(make_client, certs, certs.client), server.port) == b"hi"
@@ -143,7 +127,7 @@ async def test_required_client_certificate_from_an_unknown_ca_is_refused(
 
 
 async def test_optional_client_certificate_must_be_good_if_shown(
-    certs: Certs, make_server: ServerFactory, make_client: ClientFactory
+    certs: CertSet, make_server: ServerFactory, make_client: ClientFactory
 ) -> None:
     server = await make_server(
         {ECHO: echo()}, tls=server_tls(certs, TlsMode.ENFORCING, ClientAuth.OPTIONAL)
@@ -154,7 +138,7 @@ async def test_optional_client_certificate_must_be_good_if_shown(
 
 
 async def test_client_refuses_a_server_its_ca_did_not_sign(
-    certs: Certs, make_server: ServerFactory, make_client: ClientFactory
+    certs: CertSet, make_server: ServerFactory, make_client: ClientFactory
 ) -> None:
     server = await make_server({ECHO: echo()}, tls=server_tls(certs, TlsMode.ENFORCING))
     client = make_client(tls=TlsConfig(ca=str(certs.other_ca.cert)))
@@ -180,7 +164,7 @@ def _garbage() -> list[bytes]:
 
 @pytest.mark.parametrize("mode", [TlsMode.PERMISSIVE, TlsMode.ENFORCING])
 async def test_garbage_and_half_handshakes_never_take_the_server_down(
-    certs: Certs, make_server: ServerFactory, make_client: ClientFactory, mode: TlsMode
+    certs: CertSet, make_server: ServerFactory, make_client: ClientFactory, mode: TlsMode
 ) -> None:
     server = await make_server({ECHO: echo()}, tls=server_tls(certs, mode), frame_timeout_s=2.0)
     loop = asyncio.get_running_loop()
