@@ -189,6 +189,8 @@ class FileMessageStore:
         else:
             log.info("store recovered: %s", report.summary())
         self._flush_derived()
+        if self.config.index_enabled:
+            self.index.make_ahead()  # not on the first message's way (index.py)
         self.flush.flushed_offset = self.commitlog.max_offset
         self.flush.start()
         self._open = True
