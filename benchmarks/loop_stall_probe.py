@@ -258,6 +258,7 @@ def _report(arrivals: list[tuple[int, int]], events: list[dict[str, Any]], top: 
         f"{len(arrivals)} messages: p50 {_percentile(delays, 50):.3f} ms, "
         f"p99 {_percentile(delays, 99):.3f} ms, max {delays[-1] / 1e6:.2f} ms"
     )
+    print(f"the first message: {(arrivals[0][1] - first) / 1e6:.2f} ms")
     print(f"slowest {top} (time of the send after the first one, latency):")
     for stamp, received in sorted(arrivals, key=lambda a: a[0] - a[1])[:top]:
         print(f"  t+{(stamp - first) / 1e6:9.1f} ms  {(received - stamp) / 1e6:7.2f} ms")
