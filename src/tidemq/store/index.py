@@ -831,6 +831,9 @@ class IndexService:
                     "could not make the next index file ahead (%s); it is made when needed",
                     exc,
                 )
+            except Exception:  # a speed-up only: never the end of the store or its thread
+                self._maker_failed = True
+                log.exception("making the next index file ahead failed; it is made when needed")
 
     def _file_with_room(self, needed: int) -> IndexFile:
         """The newest file, or a new one when the message's keys do not fit,
