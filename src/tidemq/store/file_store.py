@@ -198,10 +198,26 @@ class FileMessageStore:
         else:
             log.info("store recovered: %s", report.summary())
         self._flush_derived()
+        self._make_first_files()
         self.flush.flushed_offset = self.commitlog.max_offset
         self.flush.start()
         self._open = True
         return report
+
+    def _make_first_files(self) -> None:
+        """The files the first message would otherwise make on its way (the
+        event loop's, in a broker): the first commitlog file, kept aside until
+        the first append and removed at close if unused, and the next index
+        file when it is a large one (index.py). On a full disk nothing is made
+        here; the first write then reports it as any write does."""
+        log_files = self.commitlog.log
+        if not log_files.files:
+            try:
+                log_files.reserve(0, 1)
+            except NoSpaceError as exc:
+                log.info("no room to make the first commitlog file at open (%s)", exc.strerror)
+        if self.config.index_enabled:
+            self.index.make_ahead()
 
     def close(self) -> None:
         """Flush everything, write the checkpoint, mark the shutdown clean."""

@@ -52,6 +52,7 @@ class Harness:
         self,
         *,
         poll_interval_s: float = POLL_S,
+        idle_poll_s: float = POLL_S,
         failure_backoff_s: float = 0.01,
         persist_interval_s: float = 10.0,
     ) -> DelayScheduler:
@@ -62,6 +63,7 @@ class Harness:
             self.clock,
             self.put,
             poll_interval_s=poll_interval_s,
+            idle_poll_s=idle_poll_s,
             failure_backoff_s=failure_backoff_s,
             persist_interval_s=persist_interval_s,
         )
@@ -335,9 +337,33 @@ async def test_a_delivery_time_beyond_the_level_delay_means_now(harness: Harness
     assert h.bodies() == [b"x"]
 
 
+async def test_an_empty_level_waits_for_an_arrival_not_the_poll_interval(
+    harness: Harness,
+) -> None:
+    """Level 3 has a head that is not due and looks again every poll
+    interval; empty level 2 makes no pass meanwhile (it waits for an
+    arrival, or its idle poll), then one at once when a message is parked."""
+    h = harness
+    h.scheduler = h.new_scheduler(poll_interval_s=POLL_S, idle_poll_s=3600.0)
+    h.store.add_arrival_listener(h.scheduler.on_arrival)
+    await h.park(make_message("Slow", b"head"), 3)  # due in 10 s; the clock stands still
+    await h.scheduler.start()
+    await eventually(lambda: h.scheduler.passes(2) >= 1, "the first pass of level 2")
+    idle_passes = h.scheduler.passes(2)
+    slow_passes = h.scheduler.passes(3)
+    await eventually(
+        lambda: h.scheduler.passes(3) >= slow_passes + 5, "five polls of level 3's head"
+    )
+    assert h.scheduler.passes(2) == idle_passes, "an empty level polled"
+
+    parked = h.scheduler.schedule(make_message("T", b"x"), 2)
+    assert (await h.store.put_message(parked)).ok  # the arrival listener wakes level 2
+    await eventually(lambda: h.scheduler.passes(2) > idle_passes, "a pass woken by the arrival")
+
+
 async def test_the_arrival_listener_wakes_a_level(harness: Harness) -> None:
     h = harness
-    h.scheduler = h.new_scheduler(poll_interval_s=30.0)
+    h.scheduler = h.new_scheduler(poll_interval_s=30.0, idle_poll_s=30.0)
     h.store.add_arrival_listener(h.scheduler.on_arrival)
     await h.scheduler.start()
     await eventually(lambda: h.scheduler.passes(2) >= 1, "the first pass of level 2")
@@ -583,3 +609,5 @@ def test_bad_configuration_is_refused(tmp_path: Path, clock: ManualClock) -> Non
         DelayScheduler(store, (), tmp_path / "p", clock, store.put_message)
     with pytest.raises(ValueError):
         DelayScheduler(store, (1000,), tmp_path / "p", clock, store.put_message, batch_size=0)
+    with pytest.raises(ValueError):
+        DelayScheduler(store, (1000,), tmp_path / "p", clock, store.put_message, idle_poll_s=0)
