@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from security_bench import produce_batch, send
 from tidemq import AdminClient, Producer, make_message
 from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.command import RemotingCommand
@@ -41,7 +42,6 @@ from tidemq.transport import RemotingClient
 MODES = ("alone", "async+slave", "sync+slave")
 PHASES = ("produce-batch", "send", "send-16")
 BODY = b"x" * 1024
-BATCH = 64
 QUEUES = 8
 THREADS = 16
 TIME_LIMIT_S = 120.0
@@ -141,23 +141,6 @@ def measured(pids: list[int], count: int, work: Callable[[], int]) -> dict[str, 
     if len(cpu) > 1:
         row["slave_us_per_msg"] = round(1e6 * cpu[1] / count, 1)
     return row
-
-
-def produce_batch(producer: Producer, topic: str, count: int) -> int:
-    done, deadline = 0, time.monotonic() + TIME_LIMIT_S
-    while done < count and time.monotonic() < deadline:
-        n = min(BATCH, count - done)
-        producer.send_batch([make_message(topic, BODY) for _ in range(n)])
-        done += n
-    return done
-
-
-def send(producer: Producer, topic: str, count: int) -> int:
-    done, deadline = 0, time.monotonic() + TIME_LIMIT_S
-    while done < count and time.monotonic() < deadline:
-        producer.send(make_message(topic, BODY))
-        done += 1
-    return done
 
 
 def send_concurrently(producer: Producer, topic: str, count: int) -> int:
