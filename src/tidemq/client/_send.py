@@ -336,6 +336,28 @@ class SendCodec:
                 f"{props_size}), more than the maximum of {self.max_message_size} bytes",
             )
 
+    def check_batchable(self, message: Message) -> None:
+        """The checks of `prepare` that a message held for an automatic batch must
+        pass on its own, so one bad message fails alone, not its whole batch (Java
+        runs Validators.checkMessage before the accumulator)."""
+        if not isinstance(message, Message):
+            raise TypeError(f"send takes a tidemq Message, not {type(message).__name__}")
+        topic = message.topic
+        self._template(topic, True)  # checks the topic
+        body = message.body
+        if not isinstance(body, bytes | bytearray | memoryview):
+            raise _illegal(topic, f"the body must be bytes, not {type(body).__name__}")
+        if not body:
+            raise _illegal(topic, "the message body is empty")
+        encoded = props.encode_properties(message.properties)
+        count = len(message.properties)
+        if (
+            encoded.count(props.NAME_VALUE_SEPARATOR) != count
+            or encoded.count(props.PROPERTY_SEPARATOR) != count
+        ):
+            raise _separator_problem(topic)
+        self._check_size(topic, len(body), encoded)
+
     # -- batches --------------------------------------------------------------------
 
     def prepare_batch(self, messages: Sequence[Message]) -> PreparedSend:

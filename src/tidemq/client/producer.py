@@ -19,6 +19,11 @@ Behaviour follows Java's DefaultMQProducer (4.9.x):
   `send_oneway` tries once;
 * bodies of at least `compress_over_bytes` travel zlib-compressed; every
   message gets a unique id (UNIQ_KEY) unless it has one;
+* with `auto_batch=True` (RocketMQ 5's DefaultMQProducer.setAutoBatch),
+  single sends without a selector, sharding key or own timeout are held up to
+  `batch_max_delay_ms` (10) or until they pass `batch_max_bytes` (32 KiB) and
+  go out as one batch per topic, tags and WAIT (and queue, when chosen); each
+  caller gets its own SendResult (tidemq.client._accumulator);
 * with `enable_trace`, every send the broker answers (sync, async, batch,
   from a calling thread; not oneway, as Java) is recorded as a Pub trace
   record in `trace_topic` (tidemq.client.trace), by a trace producer sharing
@@ -38,6 +43,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tidemq.acl.credentials import Credentials
+from tidemq.client._accumulator import (
+    DEFAULT_BATCH_MAX_BYTES,
+    DEFAULT_BATCH_MAX_DELAY_MS,
+    DEFAULT_TOTAL_BATCH_MAX_BYTES,
+    BatchLimits,
+    SendAccumulator,
+)
 from tidemq.client._base import GroupClient, check_group, make_client_config
 from tidemq.client._core.queue_selection import (
     LatencyFaultTolerance,
@@ -188,8 +200,13 @@ class AsyncProducer(GroupClient):
         client_instance: ClientInstance | None = None,
         enable_trace: bool = False,
         trace_topic: str = DEFAULT_TRACE_TOPIC,
+        auto_batch: bool = False,
+        batch_max_delay_ms: int = DEFAULT_BATCH_MAX_DELAY_MS,
+        batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES,
+        total_batch_max_bytes: int = DEFAULT_TOTAL_BATCH_MAX_BYTES,
     ) -> None:
         check_group(group, "producer")
+        limits = BatchLimits(batch_max_delay_ms, batch_max_bytes, total_batch_max_bytes)
         check_trace_topic(trace_topic)
         if send_timeout_s <= 0:
             raise ValueError("send_timeout_s must be positive")
@@ -238,6 +255,9 @@ class AsyncProducer(GroupClient):
         self.trace_topic = trace_topic
         self._tracer: SendTracer | None = None
         """Set at start with `enable_trace`: records each answered send."""
+        self._accumulator: SendAccumulator | None = None
+        if auto_batch:
+            self._accumulator = SendAccumulator(self._send_batch, limits, self._sends)
         self._state = "created"
 
     # -- life cycle ---------------------------------------------------------------------
@@ -245,6 +265,11 @@ class AsyncProducer(GroupClient):
     @property
     def client_instance(self) -> ClientInstance:
         return self._instance
+
+    @property
+    def auto_batch(self) -> bool:
+        """Whether single sends are held and sent in batches (RocketMQ 5's autoBatch)."""
+        return self._accumulator is not None
 
     @property
     def fault_tolerance(self) -> LatencyFaultTolerance | None:
@@ -294,6 +319,8 @@ class AsyncProducer(GroupClient):
             return
         self._state = "closing"
         try:
+            if self._accumulator is not None:
+                self._accumulator.flush_all()
             if not await self._wait_for_sends(self.send_timeout_s):
                 log.warning("%s: async sends still running at shutdown are cancelled", self._group)
             for send in list(self._direct):
@@ -342,6 +369,9 @@ class AsyncProducer(GroupClient):
         robin and failures are retried on other brokers; with one of them the
         send goes to that queue once (partition order)."""
         self._check_running()
+        held = self._hold(message, queue, selector, sharding_key, timeout_s)
+        if held is not None:
+            return await held
         prepared = self._codec.prepare(message)
         timeout = self.send_timeout_s if timeout_s is None else timeout_s
         if queue is None and selector is None and sharding_key is None:
@@ -411,6 +441,11 @@ class AsyncProducer(GroupClient):
         coro: Coroutine[Any, Any, SendResult]
         body_length = 0
         try:
+            held = self._hold(message, queue, selector, sharding_key, timeout_s)
+            if held is not None:
+                if callback is not None:
+                    held.add_done_callback(functools.partial(_deliver, callback))
+                return held
             prepared = self._codec.prepare(message)
         except Exception as exc:
             coro = _failed(exc)
@@ -439,6 +474,25 @@ class AsyncProducer(GroupClient):
         if callback is not None:
             task.add_done_callback(functools.partial(_deliver, callback))
         return task
+
+    def _hold(
+        self,
+        message: Message,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        sharding_key: str | None,
+        timeout_s: float | None,
+    ) -> asyncio.Future[SendResult] | None:
+        """With `auto_batch`, the future of `message` held for a batch; None when
+        it is sent on its own (no auto_batch, a selector, sharding key or own
+        timeout, a message Java never batches, or the accumulator full)."""
+        accumulator = self._accumulator
+        if accumulator is None or selector is not None or sharding_key is not None:
+            return None
+        if timeout_s is not None:
+            return None
+        self._codec.check_batchable(message)
+        return accumulator.offer(message, queue)
 
     async def send_async_coro(
         self,
@@ -504,6 +558,16 @@ class AsyncProducer(GroupClient):
         consecutive offsets (all or nothing). `msg_id` of the result joins the
         messages' unique ids with ","; `queue_offset` is the first one's."""
         self._check_running()
+        return await self._send_batch(messages, queue, timeout_s)
+
+    async def _send_batch(
+        self,
+        messages: Sequence[Message],
+        queue: MessageQueue | None = None,
+        timeout_s: float | None = None,
+    ) -> SendResult:
+        """`send_batch` without the running check: a held batch still goes out
+        while the producer shuts down."""
         prepared = self._codec.prepare_batch(messages)
         timeout = self.send_timeout_s if timeout_s is None else timeout_s
         if queue is None:
@@ -1120,6 +1184,10 @@ class Producer(BlockingClient[AsyncProducer]):
         caller_thread_connections: int = DEFAULT_CALLER_THREAD_CONNECTIONS,
         enable_trace: bool = False,
         trace_topic: str = DEFAULT_TRACE_TOPIC,
+        auto_batch: bool = False,
+        batch_max_delay_ms: int = DEFAULT_BATCH_MAX_DELAY_MS,
+        batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES,
+        total_batch_max_bytes: int = DEFAULT_TOTAL_BATCH_MAX_BYTES,
     ) -> None:
         if caller_thread_connections < 0:
             raise ValueError("caller_thread_connections must not be negative")
@@ -1142,9 +1210,13 @@ class Producer(BlockingClient[AsyncProducer]):
             tls=tls,
             enable_trace=enable_trace,
             trace_topic=trace_topic,
+            auto_batch=auto_batch,
+            batch_max_delay_ms=batch_max_delay_ms,
+            batch_max_bytes=batch_max_bytes,
+            total_batch_max_bytes=total_batch_max_bytes,
         )
         super().__init__(build, thread_name=f"tidemq-producer-{group}")
-        if caller_thread_connections:
+        if caller_thread_connections and not auto_batch:  # held sends meet on the loop
             config = self._core._config  # credentials and TLS as the loop's connections have them
             self._channels = BlockingChannels(
                 caller_thread_connections,
