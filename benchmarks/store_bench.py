@@ -14,6 +14,9 @@ Cases (issue #2 targets in brackets):
 - sync-group-commit-16: 16 concurrent writers, one message each per call, sync flush
   with group commit [>= 100,000 msgs/s]
 - sync-group-commit-16x32: 16 concurrent writers, batches of 32, sync flush
+- fsync-floor-16: no store: 16 KiB written and fdatasync'd per round, the rate
+  16 / round time; the ceiling of sync-group-commit-16 on this disk (16
+  writers with one message each in flight cannot share a round with more)
 - read-pages-32: `get_messages` pages of 32 over everything written [>= 1,000,000 msgs/s]
 - read-pages-32-tag-filter: the same with a tag filter that matches half
 - read-pages-32-sql92-10pct: the same with the SQL92 filter of a pull subscription,
@@ -267,6 +270,34 @@ def bench_sync_group_commit(root: Path, count: int, writers: int = 16, batch: in
         store.close()
 
 
+def bench_fsync_floor(root: Path, count: int, writers: int = 16) -> Measured:
+    """The ceiling of sync-group-commit-16 on this disk, with no CPU cost at all:
+    each round writes `writers` 1 KiB records to a preallocated file and
+    fdatasyncs it, as one group commit does; the rate is writers / round time.
+    With one message in flight per writer no round can cover more than
+    `writers` messages, so no store can beat this figure here."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "fsync-floor"
+    size = 64 * 1024 * 1024
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, size)
+        os.fsync(fd)
+        group = BODY * writers
+        rounds = max(1, min(count // writers, 2_000))
+        timing = Timing()
+        offset = 0
+        for _ in range(rounds):
+            if offset + len(group) > size:
+                offset = 0
+            os.pwrite(fd, group, offset)
+            os.fdatasync(fd)
+            offset += len(group)
+        return timing.result(rounds * writers)
+    finally:
+        os.close(fd)
+
+
 def bench_read(root: Path, count: int, tag_filter: bool = False, sql92: bool = False) -> Measured:
     """Messages read per second; with `sql92`, messages scanned per second."""
     store = open_store(root, FlushMode.ASYNC)
@@ -311,6 +342,7 @@ CASES: dict[str, Callable[[Path, int], Measured]] = {
     "append-single-async-16": bench_append_single_concurrent,
     "sync-group-commit-16": lambda root, n: bench_sync_group_commit(root, n // 4),
     "sync-group-commit-16x32": lambda root, n: bench_sync_group_commit(root, n, batch=32),
+    "fsync-floor-16": bench_fsync_floor,
     "read-pages-32": bench_read,
     "read-pages-32-tag-filter": lambda root, n: bench_read(root, n, tag_filter=True),
     "read-pages-32-sql92-10pct": lambda root, n: bench_read(root, n, sql92=True),
