@@ -84,7 +84,7 @@ vendor-ui:
 # The whole suite runs with the compiled core; the codec and store suites run
 # again on the pure-Python twins (TIDEMQ_NO_EXTENSIONS=1), the reference.
 test: $(STAMP) $(NPM_STAMP) $(WEBUI_STAMP) $(CHROMIUM)
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=30
 	TIDEMQ_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/unit/codec tests/unit/store
 
 # The Spark example: tidemq + a Structured Streaming job over order events, bounded
