@@ -92,7 +92,8 @@ def test_up_outlives_the_command_and_down_stops_exactly_it(tmp_path: Path) -> No
         again = tidemq("cluster", "up", "--data-dir", str(data), check=False)
         assert again.returncode != 0 and "already running" in again.stderr
 
-        listed = json.loads(tidemq("cluster", "list", "--json", "--namesrv", started["namesrv"]).stdout)
+        namesrv = started["namesrv"]
+        listed = json.loads(tidemq("cluster", "list", "--json", "--namesrv", namesrv).stdout)
         slave = next(row for row in listed if row["id"] == 1)
         assert (slave["role"], slave["ha_connected"], slave["in_sync"]) == ("SLAVE", True, True)
         assert slave["lag_bytes"] == 0
