@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import shutil
 import signal
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.cli.local_cluster import ClusterPlan, LocalCluster, NodeRecord, broker_settings
+from tidemq.cli.local_cluster import ClusterPlan, LocalCluster, NodeRecord
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol.codes import ResponseCode
 from tidemq.testing import broker_calls
@@ -101,10 +102,9 @@ async def pair(tmp_path: Path) -> AsyncIterator[Pair]:
         master = cluster.master()
         proxy = TcpProxy(master.ha_address)
         await proxy.start()
-        settings = broker_settings(PLAN, cluster.data_dir, cluster.namesrv, 0, 1)
-        settings["ha_master_address"] = proxy.address
-        slave = await asyncio.to_thread(cluster.add_broker, settings)
-        await asyncio.to_thread(cluster.wait_replicating)
+        slave = await asyncio.to_thread(
+            functools.partial(cluster.add_slave, PLAN, ha_master_address=proxy.address)
+        )
         await broker_calls.create_topic(client, master.address, TOPIC, QUEUES)
         yield Pair(cluster, proxy, client, master, slave)
     finally:

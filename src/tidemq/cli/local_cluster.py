@@ -299,6 +299,17 @@ class LocalCluster:
                     )
                 await asyncio.sleep(0.1)  # polling other processes: no event to wait on
 
+    def add_slave(
+        self, plan: ClusterPlan, *, index: int = 0, copy: int = 1, ha_master_address: str
+    ) -> NodeRecord:
+        """Start slave `copy` of broker `index` copying from `ha_master_address` (a proxy in
+        front of its master's HA port, say) instead of the address the name server gives."""
+        settings = broker_settings(plan, self.data_dir, self.namesrv, index, copy)
+        settings["ha_master_address"] = ha_master_address
+        node = self.add_broker(settings)
+        self.wait_replicating()
+        return node
+
     def add_broker(self, settings: Mapping[str, Any]) -> NodeRecord:
         """Write a broker's config file next to the others and start it."""
         name = f"{settings['broker_name']}-{settings['broker_id']}"
