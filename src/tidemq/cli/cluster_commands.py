@@ -15,6 +15,7 @@ from tidemq.broker.config import BrokerConfig
 from tidemq.cli.local_cluster import ROLES, ClusterError, ClusterPlan, LocalCluster
 from tidemq.cli.output import emit
 from tidemq.cli.plumbing import abort
+from tidemq.cli.store_commands import json_option
 
 _DATA_DIR = click.option(
     "--data-dir",
@@ -22,7 +23,6 @@ _DATA_DIR = click.option(
     required=True,
     help="Where the servers keep their stores, configs, logs and cluster.json.",
 )
-_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
 def _show(cluster: LocalCluster, as_json: bool, title: str) -> None:
@@ -91,7 +91,7 @@ def _show(cluster: LocalCluster, as_json: bool, title: str) -> None:
     help="Start the name server with its embedded controller (--enable-controller) "
     "and the brokers in controller mode (enable_controller_mode, controller_addr).",
 )
-@_JSON
+@json_option
 def cluster_up(
     data_dir: Path,
     brokers: int,
@@ -125,7 +125,7 @@ def cluster_up(
     is_flag=True,
     help="Print only `export TIDEMQ_NAMESRV=...`, for a shell's eval.",
 )
-@_JSON
+@json_option
 def cluster_status(data_dir: Path, as_env: bool, as_json: bool) -> None:
     """The processes `cluster up` started from DIR: role, addresses, pid, running or
     not (`tidemq cluster list` shows what the name server knows: lag, in sync)."""
@@ -141,7 +141,7 @@ def cluster_status(data_dir: Path, as_env: bool, as_json: bool) -> None:
 
 @click.command("down")
 @_DATA_DIR
-@_JSON
+@json_option
 def cluster_down(data_dir: Path, as_json: bool) -> None:
     """Stop every process `cluster up` started from DIR (SIGTERM, then SIGKILL after
     30 s); the stores stay, a later `up` starts from them."""

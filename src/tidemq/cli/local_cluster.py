@@ -126,14 +126,17 @@ def broker_settings(
         ha_port = port + 1
     name = broker_names(plan.brokers)[index]
     role = plan.role if copy == 0 else "SLAVE"
+    # In controller mode broker_id is the replica's id, from 1 (RocketMQ 5's
+    # controller numbers replicas from 1 and registers the one it elects as 0).
+    broker_id = copy + 1 if plan.controller else copy
     settings: dict[str, Any] = {
         "broker_name": name,
-        "broker_id": copy,
+        "broker_id": broker_id,
         "broker_role": role,
         "listen_port": port,
         "ha_listen_port": ha_port,
         "namesrv_addrs": [namesrv],
-        "data_dir": str(data_dir / f"{name}-{copy}"),
+        "data_dir": str(data_dir / f"{name}-{broker_id}"),
         "flush_mode": plan.flush,
         "auto_create_topic": True,
     }
