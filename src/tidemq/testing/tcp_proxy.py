@@ -11,7 +11,8 @@ Put it between two processes (a master's HA port and its slave: the slave's
   packets vanish: a peer notices only by its own timeouts. Bytes are not
   read while blackholed (the kernel's buffers fill), so on healing the
   streams continue intact, as TCP's retransmissions would make them;
-- `delay(seconds)`: every chunk is forwarded that much later, in order.
+- `delay(seconds)`: every chunk is forwarded that much later, in order;
+- `cut()`: abort the open connections once (new ones go through).
 
 Every connection's pumps are tasks of the proxy's TaskSet; `stop` ends them.
 """
@@ -55,9 +56,19 @@ class _Link:
 
 
 class TcpProxy:
-    def __init__(self, upstream: str, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        up_host, up_port = upstream.rsplit(":", 1)
-        self._upstream = (up_host, int(up_port))
+    def __init__(
+        self,
+        upstream: str,
+        upstream_port: int | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        """Forward to `upstream`, "host:port" (or a host, and `upstream_port`)."""
+        if upstream_port is None:
+            upstream, _, text = upstream.rpartition(":")
+            upstream_port = int(text)
+        self._upstream = (upstream, upstream_port)
         self._bind = (host, port)
         self._server: asyncio.Server | None = None
         self._tasks = TaskSet("tcp-proxy")
@@ -76,6 +87,10 @@ class TcpProxy:
         assert self._server is not None, "not started"
         host, port = self._server.sockets[0].getsockname()[:2]
         return f"{host}:{port}"
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
 
     @property
     def connections(self) -> int:
@@ -106,6 +121,15 @@ class TcpProxy:
 
     def pass_through(self) -> None:
         self._set(LinkMode.PASS, 0.0)
+
+    def heal(self) -> None:
+        """The partition ends: the same as `pass_through`."""
+        self.pass_through()
+
+    def cut(self) -> None:
+        """Abort every open connection once; new ones go through as the mode says."""
+        for link in list(self._links):
+            link.abort()
 
     def drop(self) -> None:
         self._set(LinkMode.DROP, 0.0)

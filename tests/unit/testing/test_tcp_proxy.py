@@ -92,6 +92,23 @@ async def test_blackhole_holds_everything_and_healing_delivers_it_intact(
     late_writer.close()
 
 
+async def test_cut_aborts_once_and_the_host_port_form_works() -> None:
+    server = await asyncio.start_server(_echo, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with TcpProxy("127.0.0.1", port) as proxy:
+        reader, writer = await _dial(proxy)
+        assert await _round_trip(reader, writer, b"x") == b"x"
+        proxy.cut()
+        assert await asyncio.wait_for(reader.read(1), HANG_GUARD_S) == b""
+        writer.close()
+        reader, writer = await _dial(proxy)  # the next connection goes through
+        assert await _round_trip(reader, writer, b"y") == b"y"
+        assert proxy.address == f"127.0.0.1:{proxy.port}"
+        writer.close()
+    server.close()
+    await server.wait_closed()
+
+
 async def test_delay_forwards_in_order_that_much_later(proxy: TcpProxy) -> None:
     reader, writer = await _dial(proxy)
     proxy.delay(0.3)
