@@ -244,8 +244,15 @@ class LocalCluster:
         try:
             namesrv_port = 0 if plan.base_port is None else plan.base_port
             args = ["namesrv", "--port", str(namesrv_port)]
-            if plan.controller:
-                args.append("--enable-controller")
+            if plan.controller:  # its Raft port and journal: fixed, and in the data dir
+                raft_port = free_port() if plan.base_port is None else plan.base_port + 1
+                args += [
+                    "--enable-controller",
+                    "--controller-port",
+                    str(raft_port),
+                    "--controller-dir",
+                    str(self.data_dir / "controller"),
+                ]
             namesrv = self._add(NodeRecord("namesrv", "namesrv", "", args))
             for copy in range(plan.replicas):
                 for index in range(plan.brokers):
