@@ -101,6 +101,7 @@ class ChaosResult:
     role: str
     rounds: int
     seed: int
+    ha_delay_ms: float
     acked: int = 0
     """Distinct keys answered SEND_OK."""
     lost: int = 0
@@ -163,15 +164,19 @@ class MachineLoss(KillAndRestart):
 
     name = "machine-loss"
 
+    def __init__(self) -> None:
+        self._link_delay_s = 0.0
+
     async def inject(self, cluster: LocalCluster, link: TcpProxy | None) -> None:
         if link is not None:
+            self._link_delay_s = link.delay_s
             link.drop()
         await super().inject(cluster, link)
 
     async def recover(self, cluster: LocalCluster, link: TcpProxy | None) -> None:
         await asyncio.to_thread(self._rebuild, cluster)
-        if link is not None:
-            link.pass_through()
+        if link is not None:  # the new machine's link is as far as the old one's
+            link.delay(self._link_delay_s)
         await asyncio.to_thread(cluster.start, cluster.master().name)
         await asyncio.to_thread(cluster.start, cluster.slaves()[0].name)
         await asyncio.to_thread(cluster.wait_replicating)
@@ -347,6 +352,7 @@ def _tally(
         role=config.role,
         rounds=config.rounds,
         seed=config.seed,
+        ha_delay_ms=config.ha_delay_s * 1000,
         acked=len(producers.acked),
         lost=len(lost),
         duplicates=sum(count - 1 for count in read.values() if count > 1),
