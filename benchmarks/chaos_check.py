@@ -1,7 +1,8 @@
 """Kill masters at random and count what acknowledged messages did not survive
 (tidemq.testing.chaos: OpenChaos's question, on tidemq's master/slave pairs).
 
-    .venv/bin/python benchmarks/chaos_check.py [--rounds N] [--mode kill|machine-loss|all]
+    .venv/bin/python benchmarks/chaos_check.py [--rounds N]
+        [--mode kill|machine-loss|failover|all]
         [--role SYNC_MASTER|ASYNC_MASTER|both] [--ha-delay-ms MS] [--seed N] [--json]
 
 Every (mode, role) pair runs on a fresh cluster (a name server, a master and
@@ -10,7 +11,9 @@ sends, the master SIGKILLed at a random point of each round. Reported per
 pair: messages acknowledged (SEND_OK), lost (acknowledged, never read back
 from the surviving copy), duplicates, stored-but-unacknowledged, and every
 send's outcome. `--ha-delay-ms` puts a delaying proxy on the HA link (the
-distance between two machines); a lost machine loses what is on the way.
+distance between two machines; not with failover); a lost machine loses
+what is on the way. `failover` needs the controller (namesrv
+--enable-controller); `all` leaves it out where the build has none.
 
 A pair whose role promises no loss (kill: both roles; machine-loss:
 SYNC_MASTER) and lost any message makes the exit code 1.
@@ -27,6 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tidemq.cli.local_cluster import controller_available
 from tidemq.testing.chaos import FAULT_MODELS, ChaosConfig, ChaosResult, run_chaos
 
 ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
@@ -38,8 +42,8 @@ def progress(text: str) -> None:
 
 def must_lose_nothing(result: ChaosResult) -> bool:
     """kill: the machine and its page cache live on, so nothing may be lost in
-    either role; machine-loss: a SYNC_MASTER answered SEND_OK only once the
-    slave had the message."""
+    either role; machine-loss and failover: a SYNC_MASTER answered SEND_OK only
+    once the slave had the message."""
     return result.mode == "kill" or result.role == "SYNC_MASTER"
 
 
@@ -55,7 +59,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.rounds < 1 or args.producers < 1 or args.ha_delay_ms < 0:
         parser.error("--rounds and --producers must be 1 or more, --ha-delay-ms 0 or more")
-    modes = list(FAULT_MODELS) if args.mode == "all" else [args.mode]
+    runnable = [m for m in FAULT_MODELS if m != "failover" or controller_available()]
+    modes = runnable if args.mode == "all" else [args.mode]
+    if args.mode == "all" and "failover" not in runnable:
+        progress("no controller in this build (namesrv --enable-controller): no failover")
     roles = list(ROLES) if args.role == "both" else [args.role]
 
     results: list[ChaosResult] = []
@@ -68,7 +75,7 @@ def main() -> int:
                 rounds=args.rounds,
                 seed=args.seed,
                 producers=args.producers,
-                ha_delay_s=args.ha_delay_ms / 1000,
+                ha_delay_s=0.0 if mode == "failover" else args.ha_delay_ms / 1000,
             )
             progress(f"{mode} {role}: {args.rounds} rounds, seed {args.seed}")
             result = asyncio.run(run_chaos(config, root / f"{mode}-{role}", progress))

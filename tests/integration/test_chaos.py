@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tidemq.cli.local_cluster import controller_available
 from tidemq.testing.chaos import ChaosConfig, run_chaos
 
 pytestmark = pytest.mark.slow
@@ -29,6 +30,18 @@ async def test_a_sync_master_loses_no_acknowledged_message(tmp_path: Path, mode:
     assert result.statuses["error"] > 0  # sends were in flight at the kills
     assert len(lines) == 3 and lines[-1].startswith(f"round 3/3 {mode} SYNC_MASTER")
     assert not (tmp_path / "cluster" / "cluster.json").exists()  # the cluster is down
+
+
+@pytest.mark.skipif(
+    not controller_available(), reason="no controller in this build (namesrv --enable-controller)"
+)
+async def test_a_failover_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    lines: list[str] = []
+    config = ChaosConfig(mode="failover", role="SYNC_MASTER", rounds=2, seed=3)
+    result = await run_chaos(config, tmp_path / "cluster", lines.append)
+    assert result.acked >= 2 * 5
+    assert result.lost == 0, result.lost_keys
+    assert len(lines) == 2
 
 
 def test_the_benchmark_cli_reports_in_json(tmp_path: Path) -> None:

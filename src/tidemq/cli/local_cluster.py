@@ -39,6 +39,7 @@ __all__ = [
     "ClusterPlan",
     "LocalCluster",
     "NodeRecord",
+    "controller_available",
 ]
 
 STATE_FILE = "cluster.json"
@@ -98,6 +99,13 @@ class ClusterPlan:
             raise ClusterError(f"--replicas {self.replicas}: 1 to 9")
         if self.role not in ROLES:
             raise ClusterError(f"--role {self.role}: one of {', '.join(ROLES)}")
+
+
+def controller_available() -> bool:
+    """Whether this build's name server can run the controller (`--enable-controller`)."""
+    from tidemq.cli.server_commands import namesrv
+
+    return any("--enable-controller" in param.opts for param in namesrv.params)
 
 
 def broker_names(count: int) -> list[str]:
@@ -204,6 +212,22 @@ class LocalCluster:
 
     def master(self, broker_name: str = "broker-a") -> NodeRecord:
         return next(n for n in self.brokers() if n.broker_name == broker_name and n.broker_id == 0)
+
+    async def registered_master(
+        self, broker_name: str = "broker-a", *, not_at: str = ""
+    ) -> NodeRecord | None:
+        """The node the name server lists as `broker_name`'s master (broker id 0), if it
+        is not at `not_at`: in controller mode the controller decides which it is."""
+        async with AdminClient([self.namesrv]) as admin:
+            try:
+                info = await admin.cluster_info()
+            except AdminError:
+                return None
+        broker = info.brokers.get(broker_name)
+        address = broker.master if broker is not None else None
+        if address is None or address == not_at:
+            return None
+        return next((n for n in self.brokers() if n.address == address), None)
 
     def slaves(self, broker_name: str = "broker-a") -> list[NodeRecord]:
         return [n for n in self.brokers() if n.broker_name == broker_name and n.broker_id > 0]

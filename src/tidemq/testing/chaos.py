@@ -25,10 +25,14 @@ plugs in without touching the rounds):
   ASYNC_MASTER what was acknowledged but not yet copied is lost: the count is
   the price of answering before the slave has the message.
 
-A `failover` model (the controller elects the slave; producers continue
-against the new master) needs `inject` to kill, `recover` to wait for the
-election and restart the old master as a slave, and `master` to name the new
-one: the rounds and the tally stay as they are.
+- `failover`: the master's process dies; RocketMQ 5's controller (the name
+  server's, `cluster up --controller`) elects the slave, producers go on
+  against the new master, and the old one starts again and rejoins as a
+  slave. Needs a build whose name server has `--enable-controller`.
+
+A model is four small methods (`FaultModel`): what to kill, how the cluster
+comes back, where producers send, which copy the consumer reads; the rounds
+and the tally are the same for all.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ __all__ = [
     "FAULT_MODELS",
     "ChaosConfig",
     "ChaosResult",
+    "Failover",
     "FaultModel",
     "KillAndRestart",
     "MachineLoss",
@@ -121,6 +126,12 @@ class FaultModel(Protocol):
     """What a fault does to the cluster, and what survives it."""
 
     name: str
+    controller: bool
+    """The cluster runs RocketMQ 5's controller (`cluster up --controller`)."""
+
+    async def attach(self, cluster: LocalCluster) -> None:
+        """The cluster is up: learn what the model needs of it."""
+        ...
 
     def master(self, cluster: LocalCluster) -> NodeRecord:
         """The broker producers send to now."""
@@ -143,6 +154,10 @@ class KillAndRestart:
     """SIGKILL the master's process, start it again on its own store."""
 
     name = "kill"
+    controller = False
+
+    async def attach(self, cluster: LocalCluster) -> None:
+        pass
 
     def master(self, cluster: LocalCluster) -> NodeRecord:
         return cluster.master()
@@ -190,9 +205,60 @@ class MachineLoss(KillAndRestart):
         shutil.copytree(slave.data_dir, master.data_dir)
 
 
+class Failover(KillAndRestart):
+    """SIGKILL the master; the controller elects its in-sync slave, producers go on
+    against the new master, and the old one starts again and rejoins as a slave
+    (RocketMQ 5's controller mode: the name server runs with --enable-controller)."""
+
+    name = "failover"
+    controller = True
+
+    def __init__(self) -> None:
+        self._master: NodeRecord | None = None
+
+    async def attach(self, cluster: LocalCluster) -> None:
+        self._master = await eventually(
+            cluster.registered_master, "the controller electing a first master"
+        )
+
+    def master(self, cluster: LocalCluster) -> NodeRecord:
+        assert self._master is not None, "attach first"
+        return self._master
+
+    async def inject(self, cluster: LocalCluster, link: TcpProxy | None) -> None:
+        await asyncio.to_thread(cluster.kill, self.master(cluster).name, signal.SIGKILL)
+
+    async def recover(self, cluster: LocalCluster, link: TcpProxy | None) -> None:
+        old = self.master(cluster)
+        self._master = await eventually(
+            functools.partial(cluster.registered_master, not_at=old.address),
+            f"a new master elected in place of {old.name}",
+        )
+        await asyncio.to_thread(cluster.start, old.name)
+        await eventually(
+            functools.partial(_has_slaves, cluster, self._master),
+            f"{old.name} copying from the new master {self._master.name}",
+        )
+
+    def survivor(self, cluster: LocalCluster) -> NodeRecord:
+        return self.master(cluster)
+
+
+async def _has_slaves(cluster: LocalCluster, master: NodeRecord) -> bool:
+    client = RemotingClient()
+    try:
+        runtime = await broker_calls.runtime_info(client, master.address)
+    except RemotingError:
+        return False
+    finally:
+        await client.close()
+    return int(runtime.get("tidemqHaSlaves", "0")) >= len(cluster.brokers()) - 1
+
+
 FAULT_MODELS: dict[str, Callable[[], FaultModel]] = {
     KillAndRestart.name: KillAndRestart,
     MachineLoss.name: MachineLoss,
+    Failover.name: Failover,
 }
 
 
@@ -257,10 +323,12 @@ async def run_chaos(
     """Play `config.rounds` rounds on a fresh cluster in `data_dir`; the tally."""
     model = FAULT_MODELS[config.mode]()
     rng = random.Random(config.seed)
+    if model.controller and config.ha_delay_s > 0:
+        raise ValueError(f"{config.mode}: no HA delay proxy in controller mode")
     replicas = 1 if config.ha_delay_s > 0 else 2
     plan = ClusterPlan(
         brokers=1, replicas=replicas, role=config.role, flush=config.flush,
-        settings=config.settings,
+        settings=config.settings, controller=model.controller,
     )  # fmt: skip
     cluster = LocalCluster(data_dir)
     client = RemotingClient()
@@ -274,8 +342,10 @@ async def run_chaos(
             proxy.delay(config.ha_delay_s)
             add = functools.partial(cluster.add_slave, plan, ha_master_address=proxy.address)
             await asyncio.to_thread(add)
-        await broker_calls.create_topic(client, cluster.master().address, TOPIC, QUEUES)
-        for slave in cluster.slaves():  # copied every slave_sync_interval_s (10 s)
+        await model.attach(cluster)
+        master = model.master(cluster)
+        await broker_calls.create_topic(client, master.address, TOPIC, QUEUES)
+        for slave in (n for n in cluster.brokers() if n is not master):  # copied every 10 s
             await eventually(
                 functools.partial(_knows_topic, client, slave.address),
                 f"{slave.name} copying {TOPIC} from its master",
