@@ -220,6 +220,9 @@ class Failover(KillAndRestart):
         self._master = await eventually(
             cluster.registered_master, "the controller electing a first master"
         )
+        await eventually(
+            functools.partial(_all_in_sync, cluster, self._master), "every replica in sync"
+        )
 
     def master(self, cluster: LocalCluster) -> NodeRecord:
         assert self._master is not None, "attach first"
@@ -236,15 +239,17 @@ class Failover(KillAndRestart):
         )
         await asyncio.to_thread(cluster.start, old.name)
         await eventually(
-            functools.partial(_has_slaves, cluster, self._master),
-            f"{old.name} copying from the new master {self._master.name}",
+            functools.partial(_all_in_sync, cluster, self._master),
+            f"{old.name} back in the SyncStateSet of the new master {self._master.name}",
         )
 
     def survivor(self, cluster: LocalCluster) -> NodeRecord:
         return self.master(cluster)
 
 
-async def _has_slaves(cluster: LocalCluster, master: NodeRecord) -> bool:
+async def _all_in_sync(cluster: LocalCluster, master: NodeRecord) -> bool:
+    """Every replica in the master's SyncStateSet (tidemqSyncStateSet, controller mode):
+    only then can the controller elect any of them when the master dies."""
     client = RemotingClient()
     try:
         runtime = await broker_calls.runtime_info(client, master.address)
@@ -252,7 +257,8 @@ async def _has_slaves(cluster: LocalCluster, master: NodeRecord) -> bool:
         return False
     finally:
         await client.close()
-    return int(runtime.get("tidemqHaSlaves", "0")) >= len(cluster.brokers()) - 1
+    members = [m for m in runtime.get("tidemqSyncStateSet", "").split(",") if m]
+    return len(members) >= len(cluster.brokers())
 
 
 FAULT_MODELS: dict[str, Callable[[], FaultModel]] = {
