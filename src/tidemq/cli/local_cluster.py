@@ -155,6 +155,18 @@ def broker_settings(
     return settings
 
 
+def _master_replicating(runtime: Mapping[str, str], slaves: int) -> bool:
+    """A master (its runtime figures) has its `slaves` connected and a report covering
+    its whole commitlog: a SYNC_MASTER waits only for a slave that has reported, and
+    one that is behind its end is not the copy it claims to be yet."""
+    if int(runtime.get("tidemqHaSlaves", "0")) < slaves:
+        return False
+    if slaves == 0:
+        return True
+    acked = int(runtime.get("tidemqHaSlaveAckOffset", "0"))
+    return acked >= int(runtime.get("commitLogMaxOffset", "0"))
+
+
 def _identity(pid: int) -> float | None:
     """The creation time of a live process `pid`; None when there is none (or a zombie)."""
     try:
@@ -290,7 +302,9 @@ class LocalCluster:
 
     def wait_replicating(self, deadline_s: float = READY_DEADLINE_S) -> None:
         """Wait until every running slave is connected to its master's HA port and every
-        running master counts its running slaves (a SYNC_MASTER answers SEND_OK from then)."""
+        running master counts its running slaves, one of which has reported the master's
+        whole commitlog (a SYNC_MASTER answers SEND_OK from then). Call it with no writes
+        going on."""
         asyncio.run(self._wait_replicating(deadline_s))
 
     async def _wait_replicating(self, deadline_s: float) -> None:
@@ -312,7 +326,7 @@ class LocalCluster:
                     behind.append(name)
                     continue
                 if node.broker_id == 0:
-                    if int(runtime.get("tidemqHaSlaves", "0")) < expected[name]:
+                    if not _master_replicating(runtime, expected[name]):
                         behind.append(name)
                 elif runtime.get("tidemqHaConnected") != "true" and any(
                     m.name in wanted
