@@ -7,11 +7,13 @@
 
 Every (mode, role) pair runs on a fresh cluster (a name server, a master and
 its slave, processes on loopback) for `--rounds` rounds: producers doing sync
-sends, the master SIGKILLed at a random point of each round. Reported per
-pair: messages acknowledged (SEND_OK), lost (acknowledged, never read back
-from the surviving copy), duplicates, stored-but-unacknowledged, and every
-send's outcome. `--ha-delay-ms` puts a delaying proxy on the HA link (the
-distance between two machines; not with failover); a lost machine loses
+sends, a consumer reading all along, the master SIGKILLed at a random point
+of each round. Reported per pair: messages acknowledged (SEND_OK), lost
+(acknowledged, not on the surviving copy), duplicates (stored twice),
+stored-but-unacknowledged, unconsumed (acknowledged, never received by the
+consumer), redelivered (received twice), and every send's outcome.
+`--ha-delay-ms` puts a delaying proxy on the HA link (the distance between
+two machines; not with failover); a lost machine loses
 what is on the way. `failover` needs the controller (namesrv
 --enable-controller); `all` leaves it out where the build has none.
 
@@ -94,10 +96,12 @@ def main() -> int:
         print(json.dumps([dataclasses.asdict(r) for r in results], indent=2))
     else:
         print(f"{'mode':<13} {'role':<13} {'rounds':>6} {'acked':>8} {'lost':>6} "
-              f"{'dups':>5} {'unacked':>8}  statuses")  # fmt: skip
+              f"{'dups':>5} {'unacked':>8} {'unconsumed':>10} {'redelivered':>11}"
+              "  statuses")  # fmt: skip
         for r in results:
             print(f"{r.mode:<13} {r.role:<13} {r.rounds:>6} {r.acked:>8} {r.lost:>6} "
-                  f"{r.duplicates:>5} {r.stored_unacked:>8}  {r.statuses}")  # fmt: skip
+                  f"{r.duplicates:>5} {r.stored_unacked:>8} {r.unconsumed:>10} "
+                  f"{r.redelivered:>11}  {r.statuses}")  # fmt: skip
         for r in failed:
             print(f"LOST with {r.mode} {r.role}: {r.lost} acknowledged messages, "
                   f"e.g. {r.lost_keys}")  # fmt: skip

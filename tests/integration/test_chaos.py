@@ -27,6 +27,8 @@ async def test_a_sync_master_loses_no_acknowledged_message(tmp_path: Path, mode:
     result = await run_chaos(config, tmp_path / "cluster", lines.append)
     assert result.acked >= 3 * 5  # every round killed a master taking writes
     assert result.lost == 0, result.lost_keys
+    assert result.unconsumed == 0  # the consumer received every one too
+    assert result.consumed >= result.acked
     assert result.statuses["error"] > 0  # sends were in flight at the kills
     assert len(lines) == 3 and lines[-1].startswith(f"round 3/3 {mode} SYNC_MASTER")
     assert not (tmp_path / "cluster" / "cluster.json").exists()  # the cluster is down

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from tidemq.common import sysflag
 from tidemq.protocol.codes import RequestCode, ResponseCode
@@ -21,7 +22,7 @@ from tidemq.protocol.headers import (
 from tidemq.record.codec import decode_records
 from tidemq.transport import RemotingClient
 
-__all__ = ["call", "create_topic", "pull_all", "runtime_info", "send"]
+__all__ = ["Pulled", "call", "create_topic", "pull", "pull_all", "runtime_info", "send"]
 
 CALL_TIMEOUT_S = 10.0
 PULL_BATCH = 32
@@ -80,39 +81,63 @@ async def send(
     )
 
 
+class Pulled(NamedTuple):
+    code: int
+    remark: str
+    bodies: list[bytes]
+    next_offset: int
+    """Where to pull from next: the broker's nextBeginOffset (the same offset without one)."""
+
+
+async def pull(
+    client: RemotingClient,
+    address: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_nums: int = PULL_BATCH,
+) -> Pulled:
+    """One PULL_MESSAGE without suspending."""
+    header = PullMessageRequestHeader(
+        consumer_group="CG",
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=max_nums,
+        sys_flag=sysflag.build_pull_sys_flag(commit_offset=False, suspend=False, subscription=True),
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        subscription="*",
+        sub_version=0,
+    )
+    response = await call(client, address, RequestCode.PULL_MESSAGE, encode_header(header))
+    bodies = (
+        [m.body for m in decode_records(response.body)]
+        if response.code == ResponseCode.SUCCESS
+        else []
+    )
+    next_offset = int(response.ext_fields.get("nextBeginOffset", offset))
+    return Pulled(response.code, response.remark or "", bodies, next_offset)
+
+
 async def pull_all(
     client: RemotingClient, address: str, topic: str, queues: int
 ) -> dict[int, list[bytes]]:
     """Every body of every queue of `topic`, read from `address` by PULL_MESSAGE."""
     found: dict[int, list[bytes]] = {}
     for queue_id in range(queues):
-        bodies: list[bytes] = []
+        found[queue_id] = []
         offset = 0
         while True:
-            header = PullMessageRequestHeader(
-                consumer_group="CG",
-                topic=topic,
-                queue_id=queue_id,
-                queue_offset=offset,
-                max_msg_nums=PULL_BATCH,
-                sys_flag=sysflag.build_pull_sys_flag(
-                    commit_offset=False, suspend=False, subscription=True
-                ),
-                commit_offset=0,
-                suspend_timeout_millis=0,
-                subscription="*",
-                sub_version=0,
-            )
-            response = await call(client, address, RequestCode.PULL_MESSAGE, encode_header(header))
-            if response.code != ResponseCode.SUCCESS:
-                assert response.code in (
+            pulled = await pull(client, address, topic, queue_id, offset)
+            if pulled.code != ResponseCode.SUCCESS:
+                assert pulled.code in (
                     ResponseCode.PULL_NOT_FOUND,
                     ResponseCode.PULL_OFFSET_MOVED,
-                ), f"{response.code} {response.remark}"
+                ), f"{pulled.code} {pulled.remark}"
                 break
-            bodies += [m.body for m in decode_records(response.body)]
-            offset = int(response.ext_fields["nextBeginOffset"])
-        found[queue_id] = bodies
+            found[queue_id] += pulled.bodies
+            offset = pulled.next_offset
     return found
 
 

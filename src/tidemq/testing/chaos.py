@@ -7,9 +7,12 @@ each sent again until the broker answers SEND_OK (an error or another status
 is sent again, as a user's retry would: that is where duplicates come from),
 and every SEND_OK is recorded with its msgId. At a random point (a seeded
 RNG) the master is SIGKILLed in the middle of the sends; the fault model
-then says what survives and brings the cluster back. At the end a consumer
-reads the topic from its first offset on the surviving copy: an acknowledged
-key it never reads is **lost**, a key it reads more than once a **duplicate**.
+then says what survives and brings the cluster back. A consumer reads the
+master of the moment all along, as a user's would (`unconsumed`: acked keys
+it never received, OpenChaos's measure). At the end a reader goes through
+the topic from its first offset on the surviving copy: an acknowledged key
+it does not find is **lost** (it is not stored anywhere any more), a key
+stored more than once a **duplicate**.
 
 Fault models (`FaultModel`: kill the master, recover, name the copy that
 counts; producers ask it where the master is, so one that moves the master
@@ -115,6 +118,13 @@ class ChaosResult:
     """Extra copies the final consumer read (a key read 3 times counts 2)."""
     stored_unacked: int = 0
     """Keys read but never acknowledged (stored, the answer lost or not SEND_OK)."""
+    consumed: int = 0
+    """Distinct keys the consumer received while the rounds ran (and its last reads)."""
+    unconsumed: int = 0
+    """Acknowledged keys that consumer never received (OpenChaos's "lost"): more than
+    `lost` when a rebuilt master reused queue offsets the consumer had passed."""
+    redelivered: int = 0
+    """Extra copies that consumer received."""
     statuses: dict[str, int] = field(default_factory=dict)
     """Every send's outcome: a response code name, or "error" (no answer)."""
     elapsed_s: float = 0.0
@@ -321,6 +331,56 @@ class _Producers:
         return False
 
 
+class _Consumer:
+    """Pulls every queue from the master of the moment while the rounds run, from
+    where it left off (a consumer group with its offsets in memory): what a user's
+    consumer receives, faults and all; an offset the broker moves is followed."""
+
+    def __init__(self, client: RemotingClient, model: FaultModel, cluster: LocalCluster) -> None:
+        self.client = client
+        self.model = model
+        self.cluster = cluster
+        self.offsets = [0] * QUEUES
+        self.received: Counter[str] = Counter()
+        self._stopping = asyncio.Event()
+        self._tasks = TaskSet("chaos-consumer")
+
+    def start(self) -> None:
+        self._tasks.spawn(self._consume())
+
+    async def stop_and_drain(self) -> None:
+        """Stop, then read on until a whole pass over the queues finds nothing new."""
+        self._stopping.set()
+        if not await self._tasks.wait(SEND_TIMEOUT_S * 2):
+            await self._tasks.cancel_all()
+        await eventually(self._at_end, "the consumer reaching the end of every queue")
+
+    async def _at_end(self) -> bool:
+        return await self._pass() == 0
+
+    async def _consume(self) -> None:
+        while not self._stopping.is_set():
+            if await self._pass() == 0:
+                await asyncio.sleep(0.05)  # nothing new: a consumer's pull interval
+
+    async def _pass(self) -> int:
+        """One pull of each queue; how many messages it brought (0 also when the
+        master is unreachable)."""
+        got = 0
+        address = self.model.master(self.cluster).address
+        for queue_id in range(QUEUES):
+            try:
+                pulled = await broker_calls.pull(
+                    self.client, address, TOPIC, queue_id, self.offsets[queue_id]
+                )
+            except RemotingError:
+                return got
+            self.received.update(_key(body) for body in pulled.bodies)
+            got += len(pulled.bodies)
+            self.offsets[queue_id] = pulled.next_offset
+        return got
+
+
 async def run_chaos(
     config: ChaosConfig,
     data_dir: Path,
@@ -357,6 +417,8 @@ async def run_chaos(
                 f"{slave.name} copying {TOPIC} from its master",
             )
         producers = _Producers(client, model, cluster, config.body_bytes)
+        consumer = _Consumer(client, model, cluster)
+        consumer.start()
         for round_no in range(1, config.rounds + 1):
             before = len(producers.acked)
             producers.start(round_no, config.producers)
@@ -372,13 +434,14 @@ async def run_chaos(
                 f"send errors {producers.statuses['error']}, "
                 f"{time.monotonic() - started:.1f} s"
             )
+        await consumer.stop_and_drain()
         read = await _read_all(client, model.survivor(cluster).address)
     finally:
         await client.close()
         await asyncio.to_thread(cluster.down)
         if proxy is not None:
             await proxy.stop()
-    return _tally(config, producers, read, time.monotonic() - started)
+    return _tally(config, producers, consumer, read, time.monotonic() - started)
 
 
 async def _first_acks(producers: _Producers, wanted: int) -> None:
@@ -420,9 +483,14 @@ def _key(body: bytes) -> str:
 
 
 def _tally(
-    config: ChaosConfig, producers: _Producers, read: Counter[str], elapsed_s: float
+    config: ChaosConfig,
+    producers: _Producers,
+    consumer: _Consumer,
+    read: Counter[str],
+    elapsed_s: float,
 ) -> ChaosResult:
     lost = sorted(key for key in producers.acked if key not in read)
+    received = consumer.received
     return ChaosResult(
         mode=config.mode,
         role=config.role,
@@ -433,6 +501,9 @@ def _tally(
         lost=len(lost),
         duplicates=sum(count - 1 for count in read.values() if count > 1),
         stored_unacked=sum(1 for key in read if key not in producers.acked),
+        consumed=len(received),
+        unconsumed=sum(1 for key in producers.acked if key not in received),
+        redelivered=sum(count - 1 for count in received.values() if count > 1),
         statuses=dict(sorted(producers.statuses.items())),
         elapsed_s=round(elapsed_s, 1),
         lost_keys=lost[:10],
