@@ -304,6 +304,9 @@ class _Producers:
         if not await self._tasks.wait(SEND_TIMEOUT_S * 2):
             await self._tasks.cancel_all()
 
+    async def close(self) -> None:
+        await self._tasks.cancel_all()
+
     async def _produce(self, round_no: int, producer: int) -> None:
         sequence = 0
         while not self._stopping.is_set():
@@ -347,6 +350,9 @@ class _Consumer:
 
     def start(self) -> None:
         self._tasks.spawn(self._consume())
+
+    async def close(self) -> None:
+        await self._tasks.cancel_all()
 
     async def stop_and_drain(self) -> None:
         """Stop, then read on until a whole pass over the queues finds nothing new."""
@@ -399,6 +405,8 @@ async def run_chaos(
     cluster = LocalCluster(data_dir)
     client = RemotingClient()
     proxy: TcpProxy | None = None
+    producers = _Producers(client, model, cluster, config.body_bytes)
+    consumer = _Consumer(client, model, cluster)
     started = time.monotonic()
     try:
         await asyncio.to_thread(cluster.up, plan)
@@ -416,8 +424,6 @@ async def run_chaos(
                 functools.partial(_knows_topic, client, slave.address),
                 f"{slave.name} copying {TOPIC} from its master",
             )
-        producers = _Producers(client, model, cluster, config.body_bytes)
-        consumer = _Consumer(client, model, cluster)
         consumer.start()
         for round_no in range(1, config.rounds + 1):
             before = len(producers.acked)
@@ -437,6 +443,8 @@ async def run_chaos(
         await consumer.stop_and_drain()
         read = await _read_all(client, model.survivor(cluster).address)
     finally:
+        await producers.close()
+        await consumer.close()
         await client.close()
         await asyncio.to_thread(cluster.down)
         if proxy is not None:
