@@ -39,6 +39,13 @@ static inline int plain_value(Span s) {
     return 1;
 }
 
+/* Whether appending the non-empty send stamp (MSG_REGION, TRACE_ON) to `s`
+ * would leave a second item of its keys: the general path replaces them
+ * (the twin is property_text.holds_stamped_key). */
+static inline int holds_stamped_key(Span s, Span stamp) {
+    return stamp.n > 0 && (span_contains(s, "MSG_REGION\x01") || span_contains(s, "TRACE_ON\x01"));
+}
+
 /* The property string kept as sent: ASCII, every item `key\x01value\x02`
  * by the send processor's test (`_well_formed_properties`). */
 static inline int plain_well_formed(Span s) {
