@@ -17,9 +17,8 @@ from hypothesis import strategies as st
 from tidemq.broker.processors.send import send_stamp, stamped
 from tidemq.common import properties as props
 from tidemq.common.clock import ManualClock
-from tidemq.common.message import Message
+from tidemq.common.message import Message, MessageExt
 from tidemq.record import batch_append
-from tidemq.common.message import MessageExt
 from tidemq.record.codec import decode_records, encode_batch, split_batch
 from tidemq.record.native import compiled
 from tidemq.store.api import BatchToStore, MessageToStore, PutStatus
@@ -65,7 +64,9 @@ def _general(queue_id: int, body: bytes, stamp: str = STAMP) -> list[MessageToSt
             queue_id,
             entry.body,
             stamped(
-                entry.properties if "CLUSTER\x01" in entry.properties else entry.properties + cluster,
+                entry.properties
+                if "CLUSTER\x01" in entry.properties
+                else entry.properties + cluster,
                 stamp,
             ),
             entry.flag,
