@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from tidemq.client._core.rebalance import ConsumeFromWhere
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeStatus
-from tidemq.client.consumer.push import AsyncPushConsumer
+from tidemq.client.model import SendResult
 from tidemq.client.producer import AsyncProducer, make_message
 from tidemq.client.trace import Timeline, trace_timeline
+from tidemq.client.trace.dispatcher import TraceDispatcher
 from tidemq.client.transaction import AsyncTransactionProducer, LocalTransactionState
 from tidemq.common import properties as props
 from tidemq.common.message import Message, MessageExt
-from tidemq.testing.client_support import create_topic, read_topic
+from tidemq.testing.client_support import create_topic, read_topic, traced_push_consumer
 from tidemq.testing.processes import FAST_DELAY_LEVELS, ServerProcess, serve
 from tidemq.testing.waiting import eventually, unique_name
 
@@ -46,6 +46,42 @@ class Commit:
 
     def check_local_transaction(self, message: MessageExt) -> LocalTransactionState:
         return LocalTransactionState.COMMIT_MESSAGE
+
+
+class Collect:
+    """A concurrent listener that keeps what it is given and takes it."""
+
+    def __init__(self) -> None:
+        self.consumed: list[MessageExt] = []
+
+    def __call__(
+        self, messages: list[MessageExt], context: ConsumeConcurrentlyContext
+    ) -> ConsumeStatus:
+        self.consumed.extend(messages)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+
+async def send_and_consume(
+    server: ServerProcess, group: str
+) -> tuple[SendResult, MessageExt, tuple[TraceDispatcher | None, ...]]:
+    """One message sent by a traced producer to a new topic and consumed by a
+    traced push consumer of `group`, both shut down after (their trace
+    records go out then): the send result, the message as consumed, and the
+    producer's and the consumer's trace dispatchers."""
+    topic = unique_name("StampTraceT")
+    await create_topic(server.namesrv, topic)
+    listener = Collect()
+    consumer = traced_push_consumer(server.namesrv, group, topic, listener)
+    await consumer.start()
+    try:
+        async with AsyncProducer(unique_name("StampP"), server.namesrv, enable_trace=True) as p:
+            sent = await p.send(make_message(topic, "traced"))
+            producer_traces = p.trace_dispatcher
+        await eventually(lambda: len(listener.consumed) == 1, "the message consumed")
+        consumer_traces = consumer.trace_dispatcher
+    finally:
+        await consumer.shutdown()
+    return sent, listener.consumed[0], (producer_traces, consumer_traces)
 
 
 def stamp_of(message: MessageExt) -> tuple[str | None, str | None]:
@@ -101,24 +137,8 @@ async def test_every_kind_of_send_is_stored_with_the_brokers_stamp(server: Serve
 
 
 async def test_the_region_shows_in_the_trace_timeline(server: ServerProcess) -> None:
-    topic, group = unique_name("StampTraceT"), unique_name("StampTraceG")
-    await create_topic(server.namesrv, topic)
-    consumed: list[MessageExt] = []
-
-    def listener(messages: list[MessageExt], context: ConsumeConcurrentlyContext) -> ConsumeStatus:
-        consumed.extend(messages)
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    consumer = _consumer(server, group, topic, listener)
-    await consumer.start()
-    try:
-        async with AsyncProducer(
-            unique_name("StampTraceP"), server.namesrv, enable_trace=True
-        ) as producer:
-            sent = await producer.send(make_message(topic, "traced"))
-        await eventually(lambda: len(consumed) == 1, "the message consumed")
-    finally:
-        await consumer.shutdown()  # its trace records go out now
+    group = unique_name("StampTraceG")
+    sent, _, _ = await send_and_consume(server, group)
 
     def complete(timeline: Timeline) -> bool:
         traced = timeline.group(group)
@@ -149,44 +169,11 @@ async def test_the_region_shows_in_the_trace_timeline(server: ServerProcess) -> 
 
 async def test_a_broker_with_trace_on_false_turns_client_traces_off(tmp_path: Path) -> None:
     with serve(tmp_path / "data", settings={"trace_on": "false"}, name="untraced") as untraced:
-        topic, group = unique_name("UntracedT"), unique_name("UntracedG")
-        await create_topic(untraced.namesrv, topic)
-        consumed: list[MessageExt] = []
-
-        def listener(
-            messages: list[MessageExt], context: ConsumeConcurrentlyContext
-        ) -> ConsumeStatus:
-            consumed.extend(messages)
-            return ConsumeStatus.CONSUME_SUCCESS
-
-        consumer = _consumer(untraced, group, topic, listener)
-        await consumer.start()
-        try:
-            async with AsyncProducer(
-                unique_name("UntracedP"), untraced.namesrv, enable_trace=True
-            ) as producer:
-                sent = await producer.send(make_message(topic, "not traced"))
-                sent_traces = producer.trace_dispatcher
-            await eventually(lambda: len(consumed) == 1, "the message consumed")
-            consume_traces = consumer.trace_dispatcher
-        finally:
-            await consumer.shutdown()  # would send its trace records now
+        sent, consumed, dispatchers = await send_and_consume(untraced, unique_name("UntracedG"))
         assert sent.trace_on is False
-        assert stamp_of(consumed[0]) == ("DefaultRegion", "false")
-        for dispatcher in (sent_traces, consume_traces):
+        assert stamp_of(consumed) == ("DefaultRegion", "false")
+        for dispatcher in dispatchers:
             assert dispatcher is not None
             assert (dispatcher.sent, dispatcher.failed, dispatcher.dropped) == (0, 0, 0)
         timeline = await trace_timeline(untraced.namesrv, sent.msg_id)
         assert not timeline.found
-
-
-def _consumer(server: ServerProcess, group: str, topic: str, listener: Any) -> AsyncPushConsumer:
-    consumer = AsyncPushConsumer(
-        group,
-        server.namesrv,
-        listener=listener,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        enable_trace=True,
-    )
-    consumer.subscribe(topic)
-    return consumer
