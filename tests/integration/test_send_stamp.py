@@ -8,11 +8,13 @@ values the client set); the region shows in the trace timeline; and with
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from doc_examples import DOCS
 
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeStatus
 from tidemq.client.model import SendResult
@@ -82,6 +84,19 @@ async def send_and_consume(
     finally:
         await consumer.shutdown()
     return sent, listener.consumed[0], (producer_traces, consumer_traces)
+
+
+def documented_settings() -> dict[str, str]:
+    """The `--set` settings of docs/trace.md's `tidemq serve --set region_id=...`
+    line: the trace_on test runs the documented command (on free ports)."""
+    [line] = [
+        line
+        for line in (DOCS / "trace.md").read_text().splitlines()
+        if line.startswith("tidemq serve --set region_id=")
+    ]
+    words = shlex.split(line)[2:]
+    assert words[::2] == ["--set"] * (len(words) // 2), line
+    return dict(word.split("=", 1) for word in words[1::2])
 
 
 def stamp_of(message: MessageExt) -> tuple[str | None, str | None]:
@@ -168,10 +183,12 @@ async def test_the_region_shows_in_the_trace_timeline(server: ServerProcess) -> 
 
 
 async def test_a_broker_with_trace_on_false_turns_client_traces_off(tmp_path: Path) -> None:
-    with serve(tmp_path / "data", settings={"trace_on": "false"}, name="untraced") as untraced:
+    settings = documented_settings()
+    assert settings == {"region_id": "eu-1", "trace_on": "false"}
+    with serve(tmp_path / "data", settings=settings, name="untraced") as untraced:
         sent, consumed, dispatchers = await send_and_consume(untraced, unique_name("UntracedG"))
         assert sent.trace_on is False
-        assert stamp_of(consumed) == ("DefaultRegion", "false")
+        assert stamp_of(consumed) == ("eu-1", "false")
         for dispatcher in dispatchers:
             assert dispatcher is not None
             assert (dispatcher.sent, dispatcher.failed, dispatcher.dropped) == (0, 0, 0)
