@@ -84,5 +84,5 @@ def index_hashes(topic: str, parsed: Mapping[str, str]) -> list[int] | None:
 
 def holds_stamped_key(raw: str, stamp: str) -> bool:
     """Whether appending `stamp` to `raw` would leave a second MSG_REGION or
-    TRACE_ON (checked as `stamped_key_found` in _property_text.h)."""
+    TRACE_ON (the twin of `holds_stamped_key` in _property_text.h)."""
     return bool(stamp) and any(key in raw for key in STAMPED_KEYS)
