@@ -227,7 +227,13 @@ class BrokerConfig:
             )
         if not 0 < self.disk_max_used_ratio <= 1 or self.retention_interval_s <= 0:
             raise ValueError("disk_max_used_ratio must be in (0, 1], retention_interval_s > 0")
-        if not self.region_id or not all(" " <= c <= "~" for c in self.region_id):
+        if not isinstance(self.trace_on, bool):
+            raise ValueError(f"trace_on={self.trace_on!r}: must be true or false")
+        if (
+            not isinstance(self.region_id, str)
+            or not self.region_id
+            or not all(" " <= c <= "~" for c in self.region_id)
+        ):
             raise ValueError(
                 f"region_id={self.region_id!r}: must be printable ASCII, not empty "
                 "(it is stored as a message property and written into trace records)"

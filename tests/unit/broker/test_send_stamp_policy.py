@@ -5,6 +5,7 @@ itself (a retry by CONSUMER_SEND_MSG_BACK) keeps what its original carries."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,20 @@ def test_the_stamp_text() -> None:
 def test_a_region_that_cannot_be_stored_is_refused(tmp_path: Path, region: str) -> None:
     with pytest.raises(ValueError, match="region_id"):
         BrokerConfig(data_dir=tmp_path, region_id=region)
+
+
+def test_settings_from_a_config_file_and_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "broker.json"
+    path.write_text(json.dumps({"region_id": "eu-1", "trace_on": False}))
+    config = BrokerConfig.from_file(path)
+    assert (config.region_id, config.trace_on) == ("eu-1", False)
+    assert BrokerConfig.parse_overrides(["trace_on=false", "region_id=ap-2"]) == {
+        "trace_on": False,
+        "region_id": "ap-2",
+    }
+    path.write_text(json.dumps({"trace_on": "false"}))  # a string, not a JSON boolean
+    with pytest.raises(ValueError, match="trace_on='false': must be true or false"):
+        BrokerConfig.from_file(path)
 
 
 async def test_a_send_back_copy_keeps_what_its_original_carries(tmp_path: Path) -> None:
