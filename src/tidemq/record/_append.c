@@ -28,8 +28,6 @@ static const char *const DIVERTING_KEYS[] = {
     "TRAN_MSG\x01", "DELAY\x01", "TIMER_DELAY_SEC\x01", "TIMER_DELAY_MS\x01",
     "TIMER_DELIVER_MS\x01", "__STARTDELIVERTIME\x01", NULL,
 };
-static const char CLUSTER_KEY[] = "CLUSTER\x01";
-
 
 static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
     Py_buffer body, topic, born_host, store_host, cluster, stamp = {0};
@@ -72,9 +70,9 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
         const unsigned char *p = b + entries[i].props_start;
         Py_ssize_t n = entries[i].props_len;
         int diverted = !plain_well_formed((Span){p, n});
-        for (int k = 0; !diverted && DIVERTING_KEYS[k]; k++) diverted = span_contains((Span){p, n}, DIVERTING_KEYS[k]);
+        if (!diverted) diverted = span_contains_any((Span){p, n}, DIVERTING_KEYS);
         if (!diverted) diverted = holds_stamped_key((Span){p, n}, (Span){stamp.buf, stamp.len});
-        int add_cluster = !span_contains((Span){p, n}, CLUSTER_KEY);
+        int add_cluster = !span_contains_any((Span){p, n}, CLUSTER_KEY);
         if (!diverted && n + (add_cluster ? cluster.len : 0) + stamp.len > MAX_PROPS) diverted = 1;
         if (diverted) {
             result = Py_None;
@@ -107,7 +105,7 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
         const Entry *e = &entries[i];
         const unsigned char *p = b + e->props_start;
         Py_ssize_t plen = e->props_len;
-        int add_cluster = !span_contains((Span){p, plen}, CLUSTER_KEY);
+        int add_cluster = !span_contains_any((Span){p, plen}, CLUSTER_KEY);
         Py_ssize_t stored_plen = plen + (add_cluster ? cluster.len : 0) + stamp.len;
         Py_ssize_t size = fixed + e->body_len + 1 + topic_len + 2 + stored_plen;
         long long queue_offset = first_queue_offset + i;

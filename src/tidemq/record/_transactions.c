@@ -228,13 +228,12 @@ static PyObject *encode_half_records(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < count; i++) {
         Span raw = {b + entries[i].props_start, entries[i].props_len};
         if (!plain_well_formed(raw) || entries[i].body_len > max_body) goto general;
-        for (int k = 0; HALF_DIVERTING_KEYS[k]; k++)
-            if (span_contains(raw, HALF_DIVERTING_KEYS[k])) goto general;
+        if (span_contains_any(raw, HALF_DIVERTING_KEYS)) goto general;
         if (holds_stamped_key(raw, stamp_s)) goto general;
         HalfPlan *plan = &plans[i];
         plan->pieces[0] = raw;
         plan->npieces = 1;
-        if (!span_contains(raw, "CLUSTER\x01")) plan->pieces[plan->npieces++] = cluster_s;
+        if (!span_contains_any(raw, CLUSTER_KEY)) plan->pieces[plan->npieces++] = cluster_s;
         if (stamp_s.n) plan->pieces[plan->npieces++] = stamp_s;
         Span key = {NULL, 0}, pgroup = {NULL, 0}, v;
         int has_key = 0, has_group = 0;

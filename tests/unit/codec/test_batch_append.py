@@ -250,3 +250,33 @@ def test_every_record_ends_with_the_stamp() -> None:
         assert record.properties["TRACE_ON"] == "true"
     raw_tails = [r for r in encoded[0].split(b"\x02MSG_REGION")[1:]]
     assert len(raw_tails) == 4  # once per record, after its own items and the cluster
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "XDELAY\x011\x02",  # a key ending in a diverting key: found as a substring
+        "a\x01v\x02preTRACE_ON\x01x\x02",
+        "XMSG_REGION\x01x\x02TAGS\x01t\x02",
+        "a\x01MSG_REGION\x02",  # a value, not followed by \x01: not the key
+        "ACLUSTER\x01own\x02",
+        "TAGS\x01CLUSTER\x02",
+    ],
+)
+def test_keys_are_found_as_substrings_by_both(raw: str) -> None:
+    """The compiled one-pass key search finds what `key in raw` finds."""
+    properties = raw.encode()
+    body = b"".join(
+        [
+            struct.pack(">iiiii", 22 + 1 + len(properties), 0, 0, 0, 1),
+            b"x",
+            struct.pack(">h", len(properties)),
+            properties,
+        ]
+    )
+    host = b"\x7f\x00\x00\x01"
+    args = (body, b"T", 0, 0, 0, 0, 0, host, 1, 0, host, 2, b"CLUSTER\x01C\x02", STAMP)
+    if COMPILED is not None:
+        _same(args)
+    decline = "DELAY\x01" in raw or "TRACE_ON\x01" in raw or "MSG_REGION\x01" in raw
+    assert (batch_append.encode_batch_records(*args) is None) == decline
