@@ -11,7 +11,9 @@ The result, for a batch of `count` messages of one queue:
 - `records`: the commitlog records laid back to back from `physical_offset`,
   queue offsets from `first_queue_offset`, the broker's CLUSTER property
   appended to each property string that has none, then `stamp` (the broker's
-  MSG_REGION and TRACE_ON) appended to every one;
+  MSG_REGION and TRACE_ON) appended to every one (apache/rocketmq 4.8 to
+  5.3.3 append a batch's outer properties, these among them, to each message:
+  CommitLog.MessageExtEncoder.encode(MessageExtBatch), MessageExtEncoder from 5.1);
 - `cq_entries`: the consumequeue entries, 20 bytes each (offset, size, tags code);
 - `index_entries`: 12 bytes per index entry (int64 physical offset, int32 key
   hash), a message's unique key first, then each of its keys, without repeats;
