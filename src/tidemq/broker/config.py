@@ -48,6 +48,14 @@ class BrokerConfig:
     is created by the first trace sent, when topics are auto-created."""
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     """BrokerConfig.msgTraceTopicName: the topic `trace_topic_enable` creates."""
+    region_id: str = "DefaultRegion"
+    """The region stamped on every message stored from a send (its MSG_REGION
+    property) and named in send answers: clients trace in it (Java's
+    BrokerConfig.regionId, default MixAll.DEFAULT_TRACE_REGION_ID)."""
+    trace_on: bool = True
+    """Stamped as TRACE_ON on every message stored from a send and named in
+    send answers; false asks clients not to trace those sends and
+    consumptions (Java's BrokerConfig.traceOn)."""
     flush_mode: FlushMode = FlushMode.ASYNC
     register_interval_s: float = 30.0
     client_expiry_s: float = 120.0
@@ -219,6 +227,17 @@ class BrokerConfig:
             )
         if not 0 < self.disk_max_used_ratio <= 1 or self.retention_interval_s <= 0:
             raise ValueError("disk_max_used_ratio must be in (0, 1], retention_interval_s > 0")
+        if not isinstance(self.trace_on, bool):
+            raise ValueError(f"trace_on={self.trace_on!r}: must be true or false")
+        if (
+            not isinstance(self.region_id, str)
+            or not self.region_id
+            or not all(" " <= c <= "~" for c in self.region_id)
+        ):
+            raise ValueError(
+                f"region_id={self.region_id!r}: must be printable ASCII, not empty "
+                "(it is stored as a message property and written into trace records)"
+            )
         problem = validate_topic_name(self.msg_trace_topic_name)
         if problem is not None:
             raise ValueError(f"msg_trace_topic_name: {problem}")
