@@ -77,6 +77,7 @@ __all__ = [
     "ClientConfig",
     "ClientInstance",
     "ConsumerMember",
+    "FoundBroker",
     "ProducerMember",
     "TransactionChecker",
     "local_ip",
@@ -100,6 +101,14 @@ def local_ip() -> str:
 def default_instance_name() -> str:
     """Java 4.9.3+: pid + '#' + nanoTime, so every client object gets its own id."""
     return f"{os.getpid()}#{time.monotonic_ns()}{next(_instance_counter)}"
+
+
+@dataclass(frozen=True, slots=True)
+class FoundBroker:
+    """A broker address found for reading, and whether it is a slave (FindBrokerResult)."""
+
+    address: str
+    slave: bool
 
 
 @dataclass(slots=True)
@@ -464,6 +473,55 @@ class ClientInstance:
         if broker_id in addrs:
             return addrs[broker_id]
         return next(iter(sorted(addrs.items())), (0, None))[1]
+
+    def find_broker_in_subscribe(
+        self, broker_name: str, broker_id: int, *, only_this_broker: bool = False
+    ) -> FoundBroker | None:
+        """A broker of `broker_name` to read from (MQClientInstance.findBrokerAddressInSubscribe,
+        4.9.7): `broker_id`; for a slave id the next one up; then, unless
+        `only_this_broker`, any broker of the group (the lowest id: the master
+        if it is in the route, else a slave). None when the group is unknown."""
+        addrs = self._broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        for candidate in (broker_id, broker_id + 1) if broker_id != MASTER_ID else (broker_id,):
+            if candidate in addrs:
+                return FoundBroker(addrs[candidate], broker_id != MASTER_ID)
+        if only_this_broker:
+            return None
+        first_id = min(addrs)
+        return FoundBroker(addrs[first_id], first_id != MASTER_ID)
+
+    async def require_subscribe_broker(
+        self, broker_name: str, topic: str, broker_id: int = MASTER_ID
+    ) -> FoundBroker:
+        """`find_broker_in_subscribe` for reading, refreshing `topic`'s route once
+        when nothing is found (PullAPIWrapper.pullKernelImpl)."""
+        found = self.find_broker_in_subscribe(broker_name, broker_id)
+        if found is None:
+            with contextlib.suppress(ClientError):
+                await self.route(topic, refresh=True)
+            found = self.find_broker_in_subscribe(broker_name, broker_id)
+        if found is None:
+            raise ClientError(
+                f"broker {broker_name} is in no known route", ResponseCode.BROKER_NOT_EXIST
+            )
+        return found
+
+    async def require_offset_broker(self, broker_name: str, topic: str) -> FoundBroker:
+        """Where a group's offsets of `broker_name` are read and committed
+        (RemoteBrokerOffsetStore): its master; when the master is not in the
+        route, even after a refresh, one of its slaves."""
+        found = self.find_broker_in_subscribe(broker_name, MASTER_ID, only_this_broker=True)
+        if found is None:
+            with contextlib.suppress(ClientError):
+                await self.route(topic, refresh=True)
+            found = self.find_broker_in_subscribe(broker_name, MASTER_ID)
+        if found is None:
+            raise ClientError(
+                f"broker {broker_name} is in no known route", ResponseCode.BROKER_NOT_EXIST
+            )
+        return found
 
     async def require_master(self, broker_name: str, topic: str | None = None) -> str:
         """The master of `broker_name`, refreshing `topic`'s route once if it is unknown."""
