@@ -570,10 +570,17 @@ class ClientInstance:
     async def consumer_ids(self, group: str, topic: str) -> list[str]:
         """GET_CONSUMER_LIST_BY_GROUP to a broker serving `topic`: the group's client ids."""
         route = await self.route(topic)
-        masters = route.masters()
-        if not masters:
+        # MQClientInstance.findBrokerAddrByTopic: a random broker group of the
+        # route, its master, else one of its slaves (BrokerData.selectBrokerAddr),
+        # so a group whose master is down still rebalances.
+        candidates = [
+            broker.master or random.choice(list(broker.addrs.values()))
+            for broker in route.broker_datas
+            if broker.addrs
+        ]
+        if not candidates:
             raise ClientError(f"topic {topic} has no broker", ResponseCode.BROKER_NOT_EXIST)
-        address = random.choice(list(masters.values()))
+        address = random.choice(candidates)
         header = encode_header(GetConsumerListByGroupRequestHeader(consumer_group=group))
         response = await self.invoke(address, RequestCode.GET_CONSUMER_LIST_BY_GROUP, header)
         if response.code != ResponseCode.SUCCESS and group in self._consumers:
