@@ -213,19 +213,17 @@ async def test_consumers_read_the_backlog_from_the_slave_while_the_master_is_dow
 
         # Their offsets are committed to the slave meanwhile.
         everything = [200 // QUEUES] * QUEUES
-        for group in ("push-group", "lite-group"):
-            await eventually(
-                lambda group=group: _equal(committed(brokers, slave, group), everything),
-                f"{group}'s offsets on the slave",
-            )
+        groups = ("push-group", "lite-group")
+        await eventually(
+            lambda: _all_equal(brokers, slave, groups, everything), "the offsets on the slave"
+        )
 
         # The master comes back and takes the offsets over from the consumers.
         master.start()
-        for group in ("push-group", "lite-group"):
-            await eventually(
-                lambda group=group: _equal(committed(brokers, master, group), everything),
-                f"{group}'s offsets on the restarted master",
-            )
+        await eventually(
+            lambda: _all_equal(brokers, master, groups, everything),
+            "the offsets on the restarted master",
+        )
         fresh = await send_bodies(brokers, master, 8, first=200)
         await eventually(lambda: listener.distinct() >= sent | fresh, "the new messages pushed")
 
@@ -252,6 +250,13 @@ async def test_consumers_read_the_backlog_from_the_slave_while_the_master_is_dow
     finally:
         await push.shutdown()
     assert again.distinct() == last
+
+
+async def _all_equal(
+    brokers: Brokers, node: Node, groups: tuple[str, ...], wanted: list[int]
+) -> bool:
+    """Every group has committed `wanted` on `node`."""
+    return all([await committed(brokers, node, group) == wanted for group in groups])
 
 
 async def _equal(answer: Awaitable[list[T]], wanted: list[T]) -> bool:
