@@ -123,9 +123,9 @@ def test_ali_ons_keeps_consuming_from_the_slave_while_the_master_is_down(
             topic, group = unique("OnsSlave"), unique("GID_slave")
             cli(tmp_path, namesrv, "topic", "create", topic, "--queues", "4")
             logs = [tmp_path / "master.log", tmp_path / "slave.log"]
-            runner = ScriptRunner(node, Cluster(namesrv, logs))  # duck-typed
+            runner = ScriptRunner(node, Cluster(namesrv, logs))  # type: ignore[arg-type]
             try:
-                options = {"topic": topic, "group": group, "count": count}
+                options: dict[str, str | int] = {"topic": topic, "group": group, "count": count}
                 runner.run("slave_read", timeout=60.0, phase="send", **options)
 
                 def caught_up() -> bool:
