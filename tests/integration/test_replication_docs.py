@@ -52,6 +52,7 @@ def test_the_guide_runs_a_sync_master_and_its_slave(tmp_path: Path) -> None:
     text = GUIDE.read_text()
     configs = dict(CONFIG.findall(text))
     assert set(configs) == {"master.json", "slave.json"}
+    assert len(blocks("replication.md", "python")) == 2  # this one's, then the slave reader's
     lines = tidemq_lines(text)
     assert [line[:2] for line in lines[:3]] == [["tidemq", "namesrv"], ["tidemq", "broker"],
                                                  ["tidemq", "broker"]]  # fmt: skip
@@ -79,7 +80,7 @@ def test_the_guide_runs_a_sync_master_and_its_slave(tmp_path: Path) -> None:
                 elif line[:2] == ["tidemq", "send"]:
                     (sent,) = json.loads(cli(tmp_path, [*line[1:], "--json"], namesrv))
                     assert sent["status"] == "SEND_OK"
-            (example,) = blocks("replication.md", "python")
+            example = blocks("replication.md", "python")[0]
             result = run_python(
                 example,
                 tmp_path / "example.py",
@@ -103,3 +104,54 @@ def test_the_guide_runs_a_sync_master_and_its_slave(tmp_path: Path) -> None:
             (cmp,) = (line for line in lines if line[0] == "cmp")
             compared = subprocess.run(cmp, cwd=tmp_path, check=False, timeout=CLI_DEADLINE_S)
             assert compared.returncode == 0  # the two commitlog files are identical
+
+
+def test_the_guide_reads_from_the_slave_while_the_master_is_down(tmp_path: Path) -> None:
+    """ "Reading from a slave": its settings on both brokers, 20 orders sent,
+    the master stopped, then its reader run as written."""
+    text = GUIDE.read_text()
+    configs = dict(CONFIG.findall(text))
+    section = text[text.index("## Reading from a slave") : text.index("## Settings")]
+    (reading,) = (code for tag, code in BLOCK.findall(section) if not tag)
+    added = json.loads(reading)
+    assert added == {"slave_read_enable": True, "access_message_in_memory_max_ratio": 40}
+    reader = blocks("replication.md", "python")[1]
+
+    with started(["namesrv", "--port", "0"], tmp_path, "namesrv") as (_, ready):
+        namesrv = ready["namesrv"]
+        for name, raw in configs.items():
+            settings = {**json.loads(raw), **added, "broker_role": "ASYNC_MASTER"}
+            if name == "slave.json":
+                settings["broker_role"] = "SLAVE"
+            settings["listen_port"] = free_port()
+            settings["namesrv_addrs"] = [namesrv]
+            settings["data_dir"] = str(tmp_path / settings["data_dir"])
+            settings["slave_sync_interval_s"] = 0.5
+            (tmp_path / name).write_text(json.dumps(settings))
+        with (
+            started(["broker", "--config", str(tmp_path / "master.json")], tmp_path, "master") as (
+                master,
+                _,
+            ),
+            started(["broker", "--config", str(tmp_path / "slave.json")], tmp_path, "slave"),
+        ):
+            cli(tmp_path, ["topic", "create", "Orders", "--queues", "4"], namesrv)
+            for i in range(20):
+                cli(tmp_path, ["send", "Orders", f"order {i}"], namesrv)
+
+            def caught_up() -> bool:
+                rows = json.loads(cli(tmp_path, ["cluster", "list", "--json"], namesrv))
+                return {row["role"]: row["lag_bytes"] for row in rows}.get("SLAVE") == 0
+
+            wait_until(caught_up, "the slave holding the 20 orders")
+            master.popen.kill()
+            master.popen.wait(CLI_DEADLINE_S)
+            result = run_python(
+                reader,
+                tmp_path / "reader.py",
+                {"PATH": "/usr/bin:/bin"},
+                cwd=tmp_path,
+                replace={DEFAULT_NAMESRV: namesrv},
+            )
+            assert result.returncode == 0, result.stderr
+            assert result.stdout.strip() == "20 orders read"
