@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from replication_support import QUEUES, TOPIC, Brokers, Node, namesrv
+from replication_support import QUEUES, TOPIC, Brokers, Node, running_brokers
 
 from tidemq.client._core.rebalance import ConsumeFromWhere
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeStatus
@@ -26,7 +26,6 @@ from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import QueryConsumerOffsetRequestHeader, encode_header
 from tidemq.testing.waiting import eventually
-from tidemq.transport import RemotingClient
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")
@@ -41,14 +40,8 @@ def fast_client(brokers: Brokers) -> ClientConfig:
 
 @pytest.fixture
 async def brokers(tmp_path: Path) -> AsyncIterator[Brokers]:
-    client = RemotingClient()
-    with namesrv(tmp_path) as address:
-        env = Brokers(tmp_path, address, client)
-        try:
-            yield env
-        finally:
-            await client.close()
-            env.stop_all()
+    async with running_brokers(tmp_path) as env:
+        yield env
 
 
 def body(i: int) -> bytes:

@@ -48,6 +48,17 @@ def cli(home: Path, args: list[str], namesrv: str) -> str:
     return result.stdout
 
 
+def write_config(home: Path, name: str, settings: dict[str, object], namesrv: str) -> None:
+    """A config of the guide, with a free port and its directory under `home`."""
+    settings = {
+        **settings,
+        "listen_port": free_port(),
+        "namesrv_addrs": [namesrv],
+        "data_dir": str(home / str(settings["data_dir"])),
+    }
+    (home / name).write_text(json.dumps(settings))
+
+
 def test_the_guide_runs_a_sync_master_and_its_slave(tmp_path: Path) -> None:
     text = GUIDE.read_text()
     configs = dict(CONFIG.findall(text))
@@ -60,11 +71,7 @@ def test_the_guide_runs_a_sync_master_and_its_slave(tmp_path: Path) -> None:
     with started(["namesrv", "--port", "0"], tmp_path, "namesrv") as (_, ready):
         namesrv = ready["namesrv"]
         for name, raw in configs.items():
-            settings = json.loads(raw)
-            settings["listen_port"] = free_port()
-            settings["namesrv_addrs"] = [namesrv]
-            settings["data_dir"] = str(tmp_path / settings["data_dir"])
-            (tmp_path / name).write_text(json.dumps(settings))
+            write_config(tmp_path, name, json.loads(raw), namesrv)
         master_args, slave_args = (
             [str(tmp_path / arg) if arg.endswith(".json") else arg for arg in line[1:]]
             for line in lines[1:3]
@@ -120,14 +127,9 @@ def test_the_guide_reads_from_the_slave_while_the_master_is_down(tmp_path: Path)
     with started(["namesrv", "--port", "0"], tmp_path, "namesrv") as (_, ready):
         namesrv = ready["namesrv"]
         for name, raw in configs.items():
-            settings = {**json.loads(raw), **added, "broker_role": "ASYNC_MASTER"}
-            if name == "slave.json":
-                settings["broker_role"] = "SLAVE"
-            settings["listen_port"] = free_port()
-            settings["namesrv_addrs"] = [namesrv]
-            settings["data_dir"] = str(tmp_path / settings["data_dir"])
-            settings["slave_sync_interval_s"] = 0.5
-            (tmp_path / name).write_text(json.dumps(settings))
+            role = "SLAVE" if name == "slave.json" else "ASYNC_MASTER"
+            settings = {**json.loads(raw), **added, "broker_role": role}
+            write_config(tmp_path, name, {**settings, "slave_sync_interval_s": 0.5}, namesrv)
         with (
             started(["broker", "--config", str(tmp_path / "master.json")], tmp_path, "master") as (
                 master,

@@ -9,27 +9,20 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from replication_support import TOPIC, Brokers, namesrv
+from replication_support import TOPIC, Brokers, running_brokers
 
 from tidemq.broker.timer_progress import MASTER_PROGRESS_FILE
 from tidemq.client.instance import ClientConfig
 from tidemq.client.producer import AsyncProducer, make_message
 from tidemq.testing.waiting import eventually
-from tidemq.transport import RemotingClient
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 async def brokers(tmp_path: Path) -> AsyncIterator[Brokers]:
-    client = RemotingClient()
-    with namesrv(tmp_path) as address:
-        env = Brokers(tmp_path, address, client)
-        try:
-            yield env
-        finally:
-            await client.close()
-            env.stop_all()
+    async with running_brokers(tmp_path) as env:
+        yield env
 
 
 async def test_a_slave_keeps_its_masters_timer_progress(brokers: Brokers) -> None:

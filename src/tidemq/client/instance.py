@@ -497,26 +497,24 @@ class ClientInstance:
     ) -> FoundBroker:
         """`find_broker_in_subscribe` for reading, refreshing `topic`'s route once
         when nothing is found (PullAPIWrapper.pullKernelImpl)."""
-        found = self.find_broker_in_subscribe(broker_name, broker_id)
-        if found is None:
-            with contextlib.suppress(ClientError):
-                await self.route(topic, refresh=True)
-            found = self.find_broker_in_subscribe(broker_name, broker_id)
-        if found is None:
-            raise ClientError(
-                f"broker {broker_name} is in no known route", ResponseCode.BROKER_NOT_EXIST
-            )
-        return found
+        return await self._find_refreshing(broker_name, topic, broker_id, only_at_first=False)
 
     async def require_offset_broker(self, broker_name: str, topic: str) -> FoundBroker:
         """Where a group's offsets of `broker_name` are read and committed
         (RemoteBrokerOffsetStore): its master; when the master is not in the
         route, even after a refresh, one of its slaves."""
-        found = self.find_broker_in_subscribe(broker_name, MASTER_ID, only_this_broker=True)
+        return await self._find_refreshing(broker_name, topic, MASTER_ID, only_at_first=True)
+
+    async def _find_refreshing(
+        self, broker_name: str, topic: str, broker_id: int, *, only_at_first: bool
+    ) -> FoundBroker:
+        found = self.find_broker_in_subscribe(
+            broker_name, broker_id, only_this_broker=only_at_first
+        )
         if found is None:
             with contextlib.suppress(ClientError):
                 await self.route(topic, refresh=True)
-            found = self.find_broker_in_subscribe(broker_name, MASTER_ID)
+            found = self.find_broker_in_subscribe(broker_name, broker_id)
         if found is None:
             raise ClientError(
                 f"broker {broker_name} is in no known route", ResponseCode.BROKER_NOT_EXIST
