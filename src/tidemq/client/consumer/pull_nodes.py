@@ -12,11 +12,10 @@ ClientInstance.find_broker_in_subscribe.
 
 from __future__ import annotations
 
+from tidemq.client.model import MASTER_ID
 from tidemq.common.message import MessageQueue
 
 __all__ = ["MASTER_ID", "PullNodeTable"]
-
-MASTER_ID = 0
 
 
 class PullNodeTable:
