@@ -25,7 +25,7 @@ from tidemq.common.message import MessageExt
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import QueryConsumerOffsetRequestHeader, encode_header
-from tidemq.testing.waiting import eventually
+from tidemq.testing.waiting import HANG_GUARD_S, eventually
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")
@@ -88,15 +88,22 @@ async def route_ids(brokers: Brokers) -> list[str]:
 
 
 class Bodies:
-    """A push listener that records bodies (it runs in the consume threads)."""
+    """A push listener that records bodies (it runs in the consume threads);
+    with `hold_after`, every call from that many bodies on waits for `release`."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold_after: int | None = None) -> None:
         self.seen: list[bytes] = []
         self._lock = threading.Lock()
+        self._hold_after = hold_after
+        self.released = threading.Event()
 
     def __call__(
         self, messages: list[MessageExt], context: ConsumeConcurrentlyContext
     ) -> ConsumeStatus:
+        with self._lock:
+            hold = self._hold_after is not None and len(self.seen) >= self._hold_after
+        if hold and not self.released.wait(HANG_GUARD_S):
+            return ConsumeStatus.RECONSUME_LATER
         with self._lock:
             self.seen.extend(m.body for m in messages)
         return ConsumeStatus.CONSUME_SUCCESS
@@ -163,7 +170,7 @@ async def test_consumers_read_the_backlog_from_the_slave_while_the_master_is_dow
     sent = await send_bodies(brokers, master, 200)
     await brokers.caught_up(master, slave)
 
-    listener = Bodies()
+    listener = Bodies(hold_after=40)
     push = push_consumer(brokers, "push-group", listener)
     lite = AsyncLitePullConsumer(
         "lite-group",
@@ -182,8 +189,8 @@ async def test_consumers_read_the_backlog_from_the_slave_while_the_master_is_dow
     await lite.start()
     try:
         # Both read a part from the master, then it dies.
+        # The push listener stops at 40 (its few queued messages wait with it).
         await eventually(lambda: len(listener.distinct()) >= 40, "40 messages pushed")
-        push.suspend()
         while len(polled) < 40:
             polled += [m.body for m in await lite.poll(1.0)]
         await brokers.stop(master, signal.SIGKILL)
@@ -193,7 +200,7 @@ async def test_consumers_read_the_backlog_from_the_slave_while_the_master_is_dow
         )
         served_before = await messages_served(brokers, slave)
 
-        push.resume()
+        listener.released.set()
 
         async def lite_has_all() -> bool:
             polled.extend(m.body for m in await lite.poll(0.5))
