@@ -114,12 +114,12 @@ def test_the_guide_runs_a_sync_master_and_its_slave(tmp_path: Path) -> None:
 
 
 def test_the_guide_reads_from_the_slave_while_the_master_is_down(tmp_path: Path) -> None:
-    """ "Reading from a slave": its settings on both brokers, 20 orders sent,
-    the master stopped, then its reader run as written."""
+    """'Reading from a slave': its settings on both brokers, its group, 20
+    orders sent, the master stopped, then its reader run as written."""
     text = GUIDE.read_text()
     configs = dict(CONFIG.findall(text))
     section = text[text.index("## Reading from a slave") : text.index("## Settings")]
-    (reading,) = (code for tag, code in BLOCK.findall(section) if not tag)
+    reading, _ = (code for tag, code in BLOCK.findall(section) if not tag)
     added = json.loads(reading)
     assert added == {"slave_read_enable": True, "access_message_in_memory_max_ratio": 40}
     reader = blocks("replication.md", "python")[1]
@@ -138,6 +138,11 @@ def test_the_guide_reads_from_the_slave_while_the_master_is_down(tmp_path: Path)
             started(["broker", "--config", str(tmp_path / "slave.json")], tmp_path, "slave"),
         ):
             cli(tmp_path, ["topic", "create", "Orders", "--queues", "4"], namesrv)
+            (group_line,) = (line for line in tidemq_lines(section) if line[1] == "group")
+            cli(tmp_path, group_line[1:], namesrv)
+            groups = json.loads(cli(tmp_path, ["group", "list", "--json"], namesrv))
+            (group,) = (row for row in groups if row["group"] == "order-readers")
+            assert (group["broker_id"], group["which_broker_when_consume_slowly"]) == (0, 1)
             for i in range(20):
                 cli(tmp_path, ["send", "Orders", f"order {i}"], namesrv)
 
