@@ -48,6 +48,19 @@ def cli(home: Path, args: list[str], namesrv: str) -> str:
     return result.stdout
 
 
+def run_example(home: Path, code: str, namesrv: str) -> str:
+    """A Python block of the guide run as a script against `namesrv`; what it printed."""
+    result = run_python(
+        code,
+        home / "example.py",
+        {"PATH": "/usr/bin:/bin"},
+        cwd=home,
+        replace={DEFAULT_NAMESRV: namesrv},
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
 def write_config(home: Path, name: str, settings: dict[str, object], namesrv: str) -> None:
     """A config of the guide, with a free port and its directory under `home`."""
     settings = {
@@ -88,15 +101,7 @@ def test_the_guide_runs_a_sync_master_and_its_slave(tmp_path: Path) -> None:
                     (sent,) = json.loads(cli(tmp_path, [*line[1:], "--json"], namesrv))
                     assert sent["status"] == "SEND_OK"
             example = blocks("replication.md", "python")[0]
-            result = run_python(
-                example,
-                tmp_path / "example.py",
-                {"PATH": "/usr/bin:/bin"},
-                cwd=tmp_path,
-                replace={DEFAULT_NAMESRV: namesrv},
-            )
-            assert result.returncode == 0, result.stderr
-            assert result.stdout.strip() == "SEND_OK"
+            assert run_example(tmp_path, example, namesrv) == "SEND_OK"
 
             def caught_up() -> list[dict[str, object]] | None:
                 rows = json.loads(cli(tmp_path, ["cluster", "list", "--json"], namesrv))
@@ -153,12 +158,4 @@ def test_the_guide_reads_from_the_slave_while_the_master_is_down(tmp_path: Path)
             wait_until(caught_up, "the slave holding the 20 orders")
             master.popen.kill()
             master.popen.wait(CLI_DEADLINE_S)
-            result = run_python(
-                reader,
-                tmp_path / "reader.py",
-                {"PATH": "/usr/bin:/bin"},
-                cwd=tmp_path,
-                replace={DEFAULT_NAMESRV: namesrv},
-            )
-            assert result.returncode == 0, result.stderr
-            assert result.stdout.strip() == "20 orders read"
+            assert run_example(tmp_path, reader, namesrv) == "20 orders read"
