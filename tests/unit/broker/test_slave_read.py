@@ -164,8 +164,14 @@ async def _master_with(tmp_path: Path, messages: int, **config: object) -> Broke
     return broker
 
 
+async def _record_size(tmp_path: Path) -> int:
+    """Bytes of one stored record of `_master_with` (every body is 2 bytes)."""
+    probe = await _master_with(tmp_path / "probe", 1)
+    return probe.service.store.commitlog_max_offset()
+
+
 async def test_a_master_sends_a_far_behind_consumer_to_its_slave(tmp_path: Path) -> None:
-    record = 117  # bytes of one record here: 3.5 records are "too far"
+    record = await _record_size(tmp_path)  # 3.5 records are "too far" here
     broker = await _master_with(
         tmp_path, 10, slave_read_enable=True, access_message_in_memory_max_bytes=record * 7 // 2
     )
@@ -178,7 +184,10 @@ async def test_a_master_sends_a_far_behind_consumer_to_its_slave(tmp_path: Path)
 
 async def test_the_groups_ids_decide_where_a_consumer_goes(tmp_path: Path) -> None:
     broker = await _master_with(
-        tmp_path, 10, slave_read_enable=True, access_message_in_memory_max_bytes=400
+        tmp_path,
+        10,
+        slave_read_enable=True,
+        access_message_in_memory_max_bytes=await _record_size(tmp_path) * 7 // 2,
     )
     broker.admin.update_group(
         SubscriptionGroupConfig("CG", broker_id=2, which_broker_when_consume_slowly=3)
