@@ -157,7 +157,7 @@ def _pull(offset: int, count: int = 4) -> PullRequest:
 
 
 async def _master_with(tmp_path: Path, messages: int, **config: object) -> BrokerCore:
-    broker = memory_core(tmp_path, NO_FEATURES, **config)[0]
+    broker = memory_core(tmp_path, NO_FEATURES, clock=None, store=None, **config)[0]
     for i in range(messages):
         request = SendRequest(producer_group="PG", topic="T", queue_id=0, body=b"m%d" % i)
         assert (await broker.send.send(request)).code == ResponseCode.SUCCESS
