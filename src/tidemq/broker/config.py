@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.broker import tls_settings
+from tidemq.broker.slave_read import DEFAULT_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO, in_memory_limit
 from tidemq.common.names import validate_topic_name
 from tidemq.ha.config import BrokerRole, HaSettings
 from tidemq.store.config import DEFAULT_DELAY_LEVELS, FlushMode
@@ -206,6 +207,18 @@ class BrokerConfig:
     """How often a slave copies its master's topics, groups, consumer and delay
     offsets (RocketMQ's SlaveSynchronize: every 10 s); also at once when it
     learns its master."""
+    slave_read_enable: bool = False
+    """Suggest a slave to consumers that are far behind (BrokerConfig.slaveReadEnable,
+    default false): see tidemq.broker.slave_read."""
+    access_message_in_memory_max_ratio: int = DEFAULT_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO
+    """A consumer further behind than this percent of physical memory (in
+    commitlog bytes) is "consuming slowly" (MessageStoreConfig.accessMessageInMemoryMaxRatio)."""
+    access_message_in_memory_max_bytes: int | None = None
+    """tidemq: this many bytes instead of the ratio of physical memory (a
+    threshold that does not depend on the machine: tests, shared page caches)."""
+    offset_check_in_slave: bool = False
+    """A slave corrects a consumer's illegal offset as a master does
+    (MessageStoreConfig.offsetCheckInSlave); off: it leaves it to the master."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -296,6 +309,12 @@ class BrokerConfig:
                 )
         if self.slave_sync_interval_s <= 0:
             raise ValueError(f"slave_sync_interval_s={self.slave_sync_interval_s}: must be > 0")
+        in_memory_limit(0, self.access_message_in_memory_max_ratio)  # raises if not 0..100
+        if (self.access_message_in_memory_max_bytes or 0) < 0:
+            raise ValueError(
+                f"access_message_in_memory_max_bytes={self.access_message_in_memory_max_bytes}:"
+                " must be >= 0"
+            )
         self.ha_settings  # noqa: B018 (raises ValueError naming a bad HA setting)
 
     @property
