@@ -79,7 +79,7 @@ class TcpProxy:
         self.delay_s = 0.0
         self.accepted = 0
         """Connections accepted since start, whatever became of them."""
-        self.forwarded = 0
+        self.forwarded_bytes = 0
         """Bytes forwarded, both directions."""
 
     @property
@@ -206,7 +206,7 @@ class TcpProxy:
                 if self.mode is LinkMode.DROP:
                     return
                 writer.write(data)
-                self.forwarded += len(data)
+                self.forwarded_bytes += len(data)
                 await writer.drain()
 
         reading = self._tasks.spawn(read())

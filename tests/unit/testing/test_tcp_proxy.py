@@ -50,7 +50,7 @@ async def _round_trip(
 async def test_pass_forwards_both_ways(proxy: TcpProxy) -> None:
     reader, writer = await _dial(proxy)
     assert await _round_trip(reader, writer, b"hello" * 10_000) == b"hello" * 10_000
-    assert proxy.forwarded == 2 * 50_000
+    assert proxy.forwarded_bytes == 2 * 50_000
     writer.close()
 
 
@@ -75,7 +75,7 @@ async def test_blackhole_holds_everything_and_healing_delivers_it_intact(
     reader, writer = await _dial(proxy)
     assert await _round_trip(reader, writer, b"before") == b"before"
     proxy.blackhole()
-    forwarded = proxy.forwarded
+    forwarded = proxy.forwarded_bytes
     writer.write(b"during")
     await writer.drain()
     late_reader, late_writer = await _dial(proxy)  # accepted, not connected onwards
@@ -83,7 +83,7 @@ async def test_blackhole_holds_everything_and_healing_delivers_it_intact(
     await late_writer.drain()
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(reader.readexactly(6), 0.5)  # nothing crosses
-    assert proxy.forwarded == forwarded
+    assert proxy.forwarded_bytes == forwarded
     assert proxy.connections == 2
     proxy.pass_through()
     assert await asyncio.wait_for(reader.readexactly(6), HANG_GUARD_S) == b"during"
