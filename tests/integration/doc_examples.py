@@ -28,6 +28,7 @@ RUN_BY = {
     ("grpc.md", "js"): "tests/integration/test_grpc_docs.py",
     ("metrics.md", "python"): "tests/integration/test_metrics_docs.py",
     ("replication.md", "python"): "tests/integration/test_replication_docs.py",
+    ("replication.md", "sh"): "tests/integration/test_local_cluster.py",
     ("spark.md", "python"): "tests/integration/test_spark_docs.py",
     ("tls.md", "python"): "tests/integration/test_tls_docs.py",
     ("trace.md", "python"): "tests/integration/test_trace_docs.py",

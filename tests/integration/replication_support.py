@@ -12,23 +12,15 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from tidemq.common import sysflag
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
-from tidemq.protocol.headers import (
-    CreateTopicRequestHeader,
-    PullMessageRequestHeader,
-    SendMessageRequestHeaderV2,
-    encode_header,
-)
-from tidemq.record.codec import decode_records
+from tidemq.testing import broker_calls
 from tidemq.testing.processes import ServerProcess, free_port, started
 from tidemq.testing.waiting import eventually
 from tidemq.transport import RemotingClient
@@ -36,6 +28,16 @@ from tidemq.transport import RemotingClient
 FILE_SIZE = 256 * 1024
 TOPIC = "Orders"
 QUEUES = 4
+
+
+class Addressed(Protocol):
+    """A broker the test talks to: a Node here, or a LocalCluster's NodeRecord."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def address(self) -> str: ...
 
 
 @dataclass
@@ -131,83 +133,32 @@ class Brokers:
             connection.abort()
 
     async def call(
-        self, node: Node, code: int, ext: Mapping[str, str] | None = None, body: bytes = b""
+        self, node: Addressed, code: int, ext: Mapping[str, str] | None = None, body: bytes = b""
     ) -> RemotingCommand:
-        command = RemotingCommand.request(code, dict(ext or {}), body)
-        return await self.client.invoke(node.address, command, 10.0)
+        return await broker_calls.call(self.client, node.address, code, ext, body)
 
-    async def create_topic(self, master: Node, topic: str = TOPIC, queues: int = QUEUES) -> None:
-        header = CreateTopicRequestHeader(
-            topic=topic,
-            default_topic="TBW102",
-            read_queue_nums=queues,
-            write_queue_nums=queues,
-            perm=6,
-            topic_filter_type="SINGLE_TAG",
-        )
-        response = await self.call(
-            master, RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)
-        )
-        assert response.code == ResponseCode.SUCCESS, response.remark
+    async def create_topic(
+        self, master: Addressed, topic: str = TOPIC, queues: int = QUEUES
+    ) -> None:
+        await broker_calls.create_topic(self.client, master.address, topic, queues)
 
     async def send(
-        self, node: Node, body: bytes, *, queue_id: int, topic: str = TOPIC
+        self, node: Addressed, body: bytes, *, queue_id: int, topic: str = TOPIC
     ) -> RemotingCommand:
-        header = SendMessageRequestHeaderV2(
-            producer_group="PG",
-            topic=topic,
-            default_topic="TBW102",
-            default_topic_queue_nums=QUEUES,
-            queue_id=queue_id,
-            sys_flag=0,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
-            properties="",
+        return await broker_calls.send(
+            self.client, node.address, body, topic=topic, queue_id=queue_id, queues=QUEUES
         )
-        return await self.call(node, RequestCode.SEND_MESSAGE_V2, encode_header(header), body)
 
     async def pull_all(
-        self, node: Node, topic: str = TOPIC, queues: int = QUEUES
+        self, node: Addressed, topic: str = TOPIC, queues: int = QUEUES
     ) -> dict[int, list[bytes]]:
         """Every body of every queue, read from `node` by PULL_MESSAGE."""
-        found: dict[int, list[bytes]] = {}
-        for queue_id in range(queues):
-            bodies: list[bytes] = []
-            offset = 0
-            while True:
-                header = PullMessageRequestHeader(
-                    consumer_group="CG",
-                    topic=topic,
-                    queue_id=queue_id,
-                    queue_offset=offset,
-                    max_msg_nums=32,
-                    sys_flag=sysflag.build_pull_sys_flag(
-                        commit_offset=False, suspend=False, subscription=True
-                    ),
-                    commit_offset=0,
-                    suspend_timeout_millis=0,
-                    subscription="*",
-                    sub_version=0,
-                )
-                response = await self.call(node, RequestCode.PULL_MESSAGE, encode_header(header))
-                if response.code != ResponseCode.SUCCESS:
-                    assert response.code in (
-                        ResponseCode.PULL_NOT_FOUND,
-                        ResponseCode.PULL_OFFSET_MOVED,
-                    ), f"{response.code} {response.remark}"
-                    break
-                bodies += [m.body for m in decode_records(response.body)]
-                offset = int(response.ext_fields["nextBeginOffset"])
-            found[queue_id] = bodies
-        return found
+        return await broker_calls.pull_all(self.client, node.address, topic, queues)
 
-    async def runtime_info(self, node: Node) -> dict[str, str]:
-        response = await self.call(node, RequestCode.GET_BROKER_RUNTIME_INFO)
-        assert response.code == ResponseCode.SUCCESS, response.remark
-        table: dict[str, str] = json.loads(response.body)["table"]
-        return table
+    async def runtime_info(self, node: Addressed) -> dict[str, str]:
+        return await broker_calls.runtime_info(self.client, node.address)
 
-    async def caught_up(self, master: Node, slave: Node) -> int:
+    async def caught_up(self, master: Addressed, slave: Addressed) -> int:
         """Wait until the slave's commitlog ends where the master's does; that offset."""
 
         async def same() -> int | None:
@@ -219,7 +170,7 @@ class Brokers:
 
         return await eventually(same, f"{slave.name} catching up with {master.name}")
 
-    async def topic_on(self, node: Node, topic: str = TOPIC) -> None:
+    async def topic_on(self, node: Addressed, topic: str = TOPIC) -> None:
         """Wait until `node` knows `topic` (a slave copies it from its master)."""
 
         async def known() -> bool:

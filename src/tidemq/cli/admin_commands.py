@@ -31,6 +31,7 @@ from tidemq.client.admin import (
     QueueProgress,
 )
 from tidemq.client.model import perm_text
+from tidemq.ha.acks import slave_available
 
 # -- topic ---------------------------------------------------------------------------
 
@@ -513,7 +514,8 @@ def _show_reset(rows: list[QueueOffset], title: str, as_json: bool) -> None:
 
 @click.group("cluster")
 def cluster_group() -> None:
-    """Look at the clusters and brokers a name server knows."""
+    """Look at the clusters and brokers a name server knows; start, inspect and stop
+    a whole cluster on this machine (up, status, down)."""
 
 
 _RUNTIME_COLUMNS = (
@@ -561,23 +563,41 @@ def _forced_column(figures: dict[str, Any]) -> str:
 def _replication_figures(rows: list[dict[str, Any]]) -> None:
     """Each row's role (tidemqBrokerRole), and for a slave how many commitlog
     bytes it is behind its master (the master's commitLogMaxOffset minus its
-    own) and whether it is connected to the master's HA port."""
-    ends: dict[str, int] = {}
+    own), whether it is connected to the master's HA port, and whether it is
+    in sync.
+
+    In sync is RocketMQ's notion: a slave connected to its master and less
+    than the master's haMaxGapNotInSync bytes behind it (4.x HAService.isSlaveOK:
+    a connection and masterPutWhere - push2SlaveMaxOffset < haSlaveFallbehindMax;
+    5.x DefaultHAService.isInSyncSlave, counted by inSyncReplicasNums). It is
+    the rule a SYNC_MASTER applies before waiting for a slave (acks.slave_available):
+    a slave out of sync gets its master's sends answered SLAVE_NOT_AVAILABLE.
+    """
+    masters: dict[str, dict[str, Any]] = {}
     for row in rows:
-        runtime = row["runtime"]
-        if row["id"] == 0 and "commitLogMaxOffset" in runtime:
-            ends[row["broker"]] = int(runtime["commitLogMaxOffset"])
+        if row["id"] == 0 and "commitLogMaxOffset" in row["runtime"]:
+            masters[row["broker"]] = row["runtime"]
     for row in rows:
         runtime = row["runtime"]
         row["role"] = runtime.get("tidemqBrokerRole")
         row["lag_bytes"] = None
         row["ha_connected"] = None
-        if row["id"] != 0 and "commitLogMaxOffset" in runtime:
-            master_end = ends.get(row["broker"])
-            if master_end is not None:
-                row["lag_bytes"] = max(0, master_end - int(runtime["commitLogMaxOffset"]))
-            connected = runtime.get("tidemqHaConnected")
-            row["ha_connected"] = None if connected is None else connected == "true"
+        row["in_sync"] = None
+        if row["id"] == 0 or "commitLogMaxOffset" not in runtime:
+            continue
+        connected = runtime.get("tidemqHaConnected")
+        row["ha_connected"] = None if connected is None else connected == "true"
+        master = masters.get(row["broker"])
+        if master is None:
+            row["in_sync"] = False
+            continue
+        master_end = int(master["commitLogMaxOffset"])
+        slave_end = int(runtime["commitLogMaxOffset"])
+        row["lag_bytes"] = max(0, master_end - slave_end)
+        gap = master.get("tidemqHaMaxGapNotInSync")
+        if gap is not None:
+            reporting = 1 if row["ha_connected"] else 0
+            row["in_sync"] = slave_available(reporting, master_end, slave_end, int(gap))
 
 
 def _replication_column(row: dict[str, Any]) -> str:
@@ -586,14 +606,19 @@ def _replication_column(row: dict[str, Any]) -> str:
         return "-" if slaves in (None, "0") else f"{slaves} slave(s)"
     lag = row["lag_bytes"]
     shown = "-" if lag is None else f"{lag} bytes behind"
-    return shown if row["ha_connected"] is not False else f"{shown}, not connected"
+    if row["ha_connected"] is False:
+        shown += ", not connected"
+    if row["in_sync"] is not None:
+        shown += ", in sync" if row["in_sync"] else ", NOT in sync"
+    return shown
 
 
 @cluster_group.command("list")
 @admin_options
 def cluster_list(namesrv: list[str], as_json: bool) -> None:
     """Every cluster, broker and address, with the brokers' runtime figures:
-    role (master or slave) and, for a slave, how far behind its master it is;
+    role (master or slave) and, for a slave, how far behind its master it is
+    and whether it is in sync (connected and within ha_max_gap_not_in_sync);
     disk use of the commitlog's disk (FULL: sends refused) and messages deleted
     by forced retention since the broker started."""
 
@@ -653,4 +678,4 @@ ADMIN_COMMANDS: tuple[click.Command, ...] = (
 )
 """Everything this module adds to the `tidemq` group."""
 
-__all__ = ["ADMIN_COMMANDS", "topic_change"]
+__all__ = ["ADMIN_COMMANDS", "cluster_group", "topic_change"]

@@ -8,9 +8,10 @@ from typing import Any
 
 import click
 
-from tidemq.cli.admin_commands import ADMIN_COMMANDS
+from tidemq.cli.admin_commands import ADMIN_COMMANDS, cluster_group
 from tidemq.cli.auth_commands import AUTH_COMMANDS
 from tidemq.cli.cert_command import cert
+from tidemq.cli.cluster_commands import LOCAL_CLUSTER_COMMANDS
 from tidemq.cli.message_commands import MESSAGE_COMMANDS
 from tidemq.cli.output import JsonReported, json_reported
 from tidemq.cli.server_commands import SERVER_COMMANDS
@@ -79,6 +80,8 @@ for command in (
     store_group,
 ):
     cli.add_command(command)
+for command in LOCAL_CLUSTER_COMMANDS:
+    cluster_group.add_command(command)
 
 
 def main() -> None:

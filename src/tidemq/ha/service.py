@@ -30,6 +30,7 @@ class Replication:
     ) -> None:
         self.store = store
         self.role = role
+        self.settings = settings
         self.waits = (
             ReplicaWaits(timeout_s=settings.slave_timeout_s, max_gap=settings.max_gap_not_in_sync)
             if role is BrokerRole.SYNC_MASTER
@@ -76,6 +77,8 @@ class Replication:
             info["tidemqHaSlaveNotAvailable"] = str(self.waits.unavailable)
         elif self.role.is_master:
             info["tidemqHaSlaveAckOffset"] = str(self.server.acked)
+        if self.role.is_master:
+            info["tidemqHaMaxGapNotInSync"] = str(self.settings.max_gap_not_in_sync)
         client = self.client
         if client is not None:
             info["tidemqHaMasterAddress"] = client.master_address or ""
