@@ -13,6 +13,7 @@ from typing import Any
 
 from tidemq.broker import tls_settings
 from tidemq.common.names import validate_topic_name
+from tidemq.controller.config import parse_addresses
 from tidemq.ha.config import BrokerRole, HaSettings
 from tidemq.store.config import DEFAULT_DELAY_LEVELS, FlushMode
 from tidemq.transport.tls import ServerTls, TlsConfig
@@ -178,6 +179,20 @@ class BrokerConfig:
     ha_listen_port: int | None = None
     """The HA port slaves copy the commitlog from (haListenPort): None is the
     listen port + 1 (a free port when listen_port is 0), 0 a free port."""
+    enable_controller_mode: bool = False
+    """Register and beat to RocketMQ 5's controller (enableControllerMode):
+    it records this replica, elects a master among the in-sync replicas when
+    the master dies, and fences a replaced master (docs/replication.md)."""
+    controller_addr: str = ""
+    """The controllers' addresses, "host:port;host:port" (controllerAddr): the
+    name servers that run one (``tidemq namesrv --enable-controller``)."""
+    controller_heartbeat_timeout_ms: int = 10_000
+    """A replica silent this long is dead to the controller
+    (controllerHeartBeatTimeoutMills)."""
+    broker_heartbeat_interval_ms: int = 1000
+    """How often the broker beats to every controller (brokerHeartbeatInterval)."""
+    broker_election_priority: int = 2**31 - 1
+    """Lower is elected first among equals (brokerElectionPriority)."""
     ha_master_address: str | None = None
     """A slave's master HA address, host:port (haMasterAddress); None: the one
     the name server answers its registration with."""
@@ -202,6 +217,7 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         self._check_role()
+        self._check_controller()
         if not 10 <= self.timer_precision_ms <= 1000:
             raise ValueError(
                 f"timer_precision_ms={self.timer_precision_ms}: must be 10..1000 milliseconds"
@@ -250,6 +266,30 @@ class BrokerConfig:
             name, colon, password = self.auth_init_user.partition(":")
             if not (name and colon and password):
                 raise ValueError("auth_init_user: expected NAME:PASSWORD")
+
+    def _check_controller(self) -> None:
+        if not self.enable_controller_mode:
+            return
+        try:
+            addresses = parse_addresses(self.controller_addr)
+        except ValueError as exc:
+            raise ValueError(f"controller_addr: {exc}") from None
+        if not addresses:
+            raise ValueError(
+                'enable_controller_mode needs controller_addr ("host:port;host:port": '
+                "the name servers started with --enable-controller)"
+            )
+        if self.controller_heartbeat_timeout_ms <= self.broker_heartbeat_interval_ms:
+            raise ValueError(
+                f"controller_heartbeat_timeout_ms={self.controller_heartbeat_timeout_ms} must be "
+                f"longer than broker_heartbeat_interval_ms={self.broker_heartbeat_interval_ms}"
+            )
+        if self.broker_heartbeat_interval_ms <= 0:
+            raise ValueError("broker_heartbeat_interval_ms must be > 0")
+
+    @property
+    def controller_addresses(self) -> tuple[str, ...]:
+        return parse_addresses(self.controller_addr)
 
     def _check_role(self) -> None:
         raw: object = self.broker_role

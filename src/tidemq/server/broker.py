@@ -75,6 +75,7 @@ from tidemq.broker.sql_filter import sql92_message_filter
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MAX_MESSAGE_SIZE
 from tidemq.common.rpc_stats import RpcStats
+from tidemq.controller.client import ControllerClient, MasterInfo, NoController
 from tidemq.grpc.acl_interceptor import AclInterceptor
 from tidemq.grpc.metrics_interceptor import MetricsInterceptor, grpc_rpc_stats
 from tidemq.grpc.relayed_peers import RelayedPeers
@@ -233,6 +234,10 @@ class Broker:
             tls=config.namesrv_client_tls,
         )
         self._master: RemotingClient | None = None
+        self._controller: ControllerClient | None = None
+        self._controller_registered = False
+        self.master_epoch = 0
+        """The controller's master epoch this broker last learned (0: none yet)."""
         """A slave's client to its master (metadata copies), signed as the name server's."""
         self.slave_sync: SlaveSync | None = None
         self._credentials = credentials
@@ -379,6 +384,12 @@ class Broker:
         self._spawn(self._every(config.retention_interval_s, self._retention), "retention")
         if self.slave_sync is not None:
             self._spawn(self.slave_sync.run(), "slave-sync")
+        if config.enable_controller_mode:
+            self._controller = ControllerClient(config.controller_addresses, self._namesrv)
+            self._spawn(
+                self._every(config.broker_heartbeat_interval_ms / 1000, self._controller_round),
+                "controller",
+            )
         if self.acl_file is not None:
             self._spawn(self._every(ACL_POLL_TICK_S, self._poll_acl), "acl-reload")
         log.info("broker %s started at %s", config.broker_name, self.address)
@@ -632,6 +643,87 @@ class Broker:
                 await self.register_all()
             except Exception:
                 log.exception("registration with the name servers failed")
+
+    # -- the controller (RocketMQ 5's controller mode) ---------------------------------------
+
+    async def _controller_round(self) -> None:
+        """Beat to every controller, register once, and check who the master is:
+        a master with no controller master yet asks to be elected (the first
+        master of a broker set, ReplicasManager.brokerElect); a master the
+        controller replaced fences its store at once (no two masters take
+        writes for one broker name)."""
+        client, store, config = self._controller, self.store, self.config
+        if client is None or store is None:
+            return
+        end = str(store.commitlog.max_offset)
+        await client.heartbeat(
+            {
+                "clusterName": config.cluster_name,
+                "brokerName": config.broker_name,
+                "brokerAddr": self.address,
+                "brokerId": str(config.broker_id),
+                "epoch": str(self.master_epoch),
+                "maxOffset": end,
+                "confirmOffset": end,
+                "heartbeatTimeoutMills": str(config.controller_heartbeat_timeout_ms),
+                "electionPriority": str(config.broker_election_priority),
+            }
+        )
+        identity = {
+            "clusterName": config.cluster_name,
+            "brokerName": config.broker_name,
+            "brokerId": str(config.broker_id),
+        }
+        try:
+            if not self._controller_registered:
+                response = await client.call_leader(
+                    RequestCode.CONTROLLER_REGISTER_BROKER,
+                    {
+                        **identity,
+                        "brokerAddress": self.address,
+                        "haAddress": self.ha_address or self.address,
+                    },
+                )
+                if response.code != ResponseCode.SUCCESS:
+                    log.warning("the controller refused the registration: %s", response.remark)
+                    return
+                self._controller_registered = True
+                log.info("registered with the controller as replica %d", config.broker_id)
+            info = await client.replica_info(config.broker_name)
+            if self.is_slave:
+                if info is not None:
+                    self.master_epoch = info.master_epoch
+                return
+            if info is None or info.master_id is None:
+                response = await client.call_leader(RequestCode.CONTROLLER_ELECT_MASTER, identity)
+                if response.code in (
+                    ResponseCode.SUCCESS,
+                    ResponseCode.CONTROLLER_MASTER_STILL_EXIST,
+                ):
+                    info = MasterInfo.of(response.ext_fields)
+        except NoController as exc:
+            log.warning("no controller leader reachable: %s", exc)
+            return
+        if info is None or info.master_id is None:
+            return
+        if info.master_id == config.broker_id:
+            if info.master_epoch != self.master_epoch:
+                log.warning(
+                    "the controller made this broker (replica %d) the master of %s, epoch %d",
+                    config.broker_id,
+                    config.broker_name,
+                    info.master_epoch,
+                )
+            self.master_epoch = info.master_epoch
+            return
+        if store.fenced is None:
+            reason = (
+                f"{config.broker_name} replica {config.broker_id} is no longer the master: "
+                f"the controller elected replica {info.master_id} at {info.address} "
+                f"(master epoch {info.master_epoch}); send to it"
+            )
+            store.fence(reason)
+            log.error("fenced: %s", reason)
 
     # -- replication ----------------------------------------------------------------------
 

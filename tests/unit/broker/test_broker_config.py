@@ -54,3 +54,16 @@ def test_metrics_label_is_rocketmqs_key_value_list(tmp_path: Path) -> None:
     for bad in ("env", "9env:x", "__name__:x", "a-b:c"):
         with pytest.raises(ValueError, match="metrics_label"):
             BrokerConfig(data_dir=tmp_path, metrics_label=bad)
+
+
+def test_controller_mode_needs_controller_addresses(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="enable_controller_mode needs controller_addr"):
+        BrokerConfig(data_dir=tmp_path, enable_controller_mode=True)
+    with pytest.raises(ValueError, match="controller_addr: not a host:port address"):
+        BrokerConfig(data_dir=tmp_path, enable_controller_mode=True, controller_addr="nope")
+    config = BrokerConfig(
+        data_dir=tmp_path,
+        enable_controller_mode=True,
+        controller_addr="127.0.0.1:9876;127.0.0.1:9886",
+    )
+    assert config.controller_addresses == ("127.0.0.1:9876", "127.0.0.1:9886")
