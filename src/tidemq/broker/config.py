@@ -184,8 +184,16 @@ class BrokerConfig:
     it records this replica, elects a master among the in-sync replicas when
     the master dies, and fences a replaced master (docs/replication.md)."""
     controller_addr: str = ""
-    """The controllers' addresses, "host:port;host:port" (controllerAddr): the
-    name servers that run one (``tidemq namesrv --enable-controller``)."""
+    """The controllers' addresses, "host:port;host:port" (controllerAddr)."""
+    sync_state_set_check_interval_ms: int = 5000
+    """How often a master checks whether its SyncStateSet should shrink or
+    grow (checkSyncStateSetPeriod)."""
+    ha_max_time_slave_not_catchup_ms: int = 15_000
+    """A member of the SyncStateSet behind the master's end this long is
+    dropped from it (haMaxTimeSlaveNotCatchup)."""
+    ha_advertised_address: str | None = None
+    """The HA address the other replicas are told to copy from, when it is not
+    advertised_host and the HA port (a NAT, or a proxy in a partition test)."""
     controller_heartbeat_timeout_ms: int = 10_000
     """A replica silent this long is dead to the controller
     (controllerHeartBeatTimeoutMills)."""
@@ -286,6 +294,17 @@ class BrokerConfig:
             )
         if self.broker_heartbeat_interval_ms <= 0:
             raise ValueError("broker_heartbeat_interval_ms must be > 0")
+        if self.broker_id < 1:
+            raise ValueError(
+                f"broker_id={self.broker_id}: in controller mode broker_id is this replica's id "
+                "within its broker name, 1 and up (the controller's ids start at 1; the "
+                "replica it makes master registers with the name servers as 0)"
+            )
+        if self.listen_port == 0:
+            raise ValueError(
+                "controller mode needs a fixed listen_port: the controller and the other "
+                "replicas know this broker by its address, across role changes and restarts"
+            )
 
     @property
     def controller_addresses(self) -> tuple[str, ...]:
@@ -297,12 +316,14 @@ class BrokerConfig:
         object.__setattr__(self, "broker_role", role)  # a name given in Python code
         if self.broker_id < 0:
             raise ValueError(f"broker_id={self.broker_id}: must be 0 (master) or more (slave)")
-        if role is BrokerRole.SLAVE and self.broker_id == 0:
+        if self.enable_controller_mode:
+            pass  # the controller gives the role; broker_id is the replica's id (_check_controller)
+        elif role is BrokerRole.SLAVE and self.broker_id == 0:
             raise ValueError(
                 "broker_role SLAVE with broker_id 0: 0 is the master's id, a slave has "
                 "broker_id 1 or more"
             )
-        if role.is_master and self.broker_id != 0:
+        if role.is_master and self.broker_id != 0 and not self.enable_controller_mode:
             raise ValueError(
                 f"broker_id={self.broker_id} is a slave's id, but broker_role is {role.value}: "
                 'a master has broker_id 0; a slave needs "broker_role": "SLAVE"'

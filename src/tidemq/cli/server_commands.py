@@ -852,6 +852,9 @@ def broker(
 async def _broker(config: BrokerConfig) -> None:
     from tidemq.server.broker import Broker
 
+    if config.enable_controller_mode:
+        await _controlled_broker(config)
+        return
     async with _stop_signals() as stop:
         server = Broker(config)
         await _start("broker", f"{config.listen_host}:{config.listen_port}", server.start)
@@ -868,6 +871,30 @@ async def _broker(config: BrokerConfig) -> None:
             await stop.wait()
         finally:
             await server.stop()
+
+
+async def _controlled_broker(config: BrokerConfig) -> None:
+    """A replica of a controller-mode broker set: the controller gives its role."""
+    from tidemq.server.controlled import ControlledBroker
+
+    async with _stop_signals() as stop:
+        replica = ControlledBroker(config)
+        await _start("broker", f"{config.listen_host}:{config.listen_port}", replica.start)
+        try:
+            server = replica.broker
+            assert server is not None and replica.role is not None
+            _ready(
+                broker=server.address,
+                name=config.broker_name,
+                cluster=config.cluster_name,
+                role=replica.role.value,
+                id=str(config.broker_id),
+                ha=replica.ha_address,
+                **_optional(server),
+            )
+            await stop.wait()
+        finally:
+            await replica.stop()
 
 
 SERVER_COMMANDS: tuple[click.Command, ...] = (serve, namesrv, broker)

@@ -11,6 +11,7 @@ remembers that one and asks it first next time.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,15 +39,29 @@ class MasterInfo:
     address: str | None
     ha_address: str | None
     master_epoch: int
+    sync_state_set: frozenset[int] = frozenset()
+    sync_state_set_epoch: int = 0
 
     @classmethod
-    def of(cls, fields: Mapping[str, str]) -> MasterInfo:
+    def of(cls, fields: Mapping[str, str], body: bytes = b"") -> MasterInfo:
+        """From a reply's header fields and, for GET_REPLICA_INFO, its SyncStateSet body."""
         raw_id = fields.get("masterBrokerId")
+        members: frozenset[int] = frozenset()
+        members_epoch = int(fields.get("syncStateSetEpoch") or 0)
+        if body:
+            try:
+                document = json.loads(body)
+                members = frozenset(int(i) for i in document["syncStateSet"])
+                members_epoch = int(document["syncStateSetEpoch"])
+            except (ValueError, KeyError, TypeError):
+                log.warning("unreadable SyncStateSet from the controller: %r", body[:200])
         return cls(
             int(raw_id) if raw_id not in (None, "") else None,
             fields.get("masterAddress") or None,
             fields.get("masterHaAddress") or None,
             int(fields.get("masterEpoch") or 0),
+            members,
+            members_epoch,
         )
 
 
@@ -98,4 +113,4 @@ class ControllerClient:
         )
         if response.code != ResponseCode.SUCCESS:
             return None
-        return MasterInfo.of(response.ext_fields)
+        return MasterInfo.of(response.ext_fields, response.body)

@@ -55,7 +55,7 @@ import logging
 import socket
 import zlib
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from prometheus_client import CollectorRegistry
@@ -75,13 +75,13 @@ from tidemq.broker.sql_filter import sql92_message_filter
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MAX_MESSAGE_SIZE
 from tidemq.common.rpc_stats import RpcStats
-from tidemq.controller.client import ControllerClient, MasterInfo, NoController
 from tidemq.grpc.acl_interceptor import AclInterceptor
 from tidemq.grpc.metrics_interceptor import MetricsInterceptor, grpc_rpc_stats
 from tidemq.grpc.relayed_peers import RelayedPeers
 from tidemq.grpc.server import GrpcEndpoint
 from tidemq.grpc.servicer import MessagingServicer
 from tidemq.ha.config import BrokerRole
+from tidemq.ha.epochs import EpochEntry
 from tidemq.ha.service import Replication
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -104,7 +104,22 @@ from tidemq.web.app import build_app
 from tidemq.web.endpoint import HttpEndpoint
 from tidemq.web.metrics import BrokerCollector
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "ControllerHooks"]
+
+
+class ControllerHooks(Protocol):
+    """What a controller-mode replica adds to a broker (`tidemq.server.controlled`)."""
+
+    replica_id: int
+
+    def store_opened(self, store: FileMessageStore) -> None:
+        """The store is open and takes no write yet (a new master's epoch starts here)."""
+
+    async def prepare_copy(self) -> None:
+        """A slave is about to connect to its master (cut back to the common point)."""
+
+    def epoch_entries(self) -> list[EpochEntry]: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -203,9 +218,18 @@ class _Gate:
 class Broker:
     """One broker: `await broker.start()`, `broker.address`, `await broker.stop()`."""
 
-    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        replica: ControllerHooks | None = None,
+    ) -> None:
+        """`replica`: this broker is one replica of a controller-mode broker
+        set, in the role `config` gives it (`tidemq.server.controlled` runs it)."""
         self.config = config
         self.clock = clock
+        self.replica = replica
         self.server: RemotingServer | None = None
         self.store: FileMessageStore | None = None
         self.replication: Replication | None = None
@@ -234,10 +258,6 @@ class Broker:
             tls=config.namesrv_client_tls,
         )
         self._master: RemotingClient | None = None
-        self._controller: ControllerClient | None = None
-        self._controller_registered = False
-        self.master_epoch = 0
-        """The controller's master epoch this broker last learned (0: none yet)."""
         """A slave's client to its master (metadata copies), signed as the name server's."""
         self.slave_sync: SlaveSync | None = None
         self._credentials = credentials
@@ -384,12 +404,6 @@ class Broker:
         self._spawn(self._every(config.retention_interval_s, self._retention), "retention")
         if self.slave_sync is not None:
             self._spawn(self.slave_sync.run(), "slave-sync")
-        if config.enable_controller_mode:
-            self._controller = ControllerClient(config.controller_addresses, self._namesrv)
-            self._spawn(
-                self._every(config.broker_heartbeat_interval_ms / 1000, self._controller_round),
-                "controller",
-            )
         if self.acl_file is not None:
             self._spawn(self._every(ACL_POLL_TICK_S, self._poll_acl), "acl-reload")
         log.info("broker %s started at %s", config.broker_name, self.address)
@@ -448,6 +462,8 @@ class Broker:
         )
         self.store = FileMessageStore(store_config, clock=self.clock)
         await asyncio.to_thread(self.store.open)
+        if self.replica is not None:
+            self.replica.store_opened(self.store)
         await self._start_replication(self.store)
         core = assemble(
             config.with_port(port),
@@ -481,6 +497,8 @@ class Broker:
             )
         self._register_now = asyncio.Event()
         table = core.dispatch_table()
+        if self.replica is not None:
+            table[RequestCode.GET_BROKER_EPOCH_CACHE] = self._epoch_cache
         if self.auth_store is not None:
             is_super = self.acl.is_super if self.acl is not None else None
             table.update(AuthAdmin(self.auth_store, is_super).handlers())
@@ -644,88 +662,36 @@ class Broker:
             except Exception:
                 log.exception("registration with the name servers failed")
 
-    # -- the controller (RocketMQ 5's controller mode) ---------------------------------------
+    # -- replication ----------------------------------------------------------------------
 
-    async def _controller_round(self) -> None:
-        """Beat to every controller, register once, and check who the master is:
-        a master with no controller master yet asks to be elected (the first
-        master of a broker set, ReplicasManager.brokerElect); a master the
-        controller replaced fences its store at once (no two masters take
-        writes for one broker name)."""
-        client, store, config = self._controller, self.store, self.config
-        if client is None or store is None:
-            return
-        end = str(store.commitlog.max_offset)
-        await client.heartbeat(
+    async def _epoch_cache(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        """GET_BROKER_EPOCH_CACHE (AdminBrokerProcessor.getBrokerEpochCache): the
+        epoch entries of this replica's commitlog and its end, as Java's
+        EpochEntryCache; a slave about to copy from this master asks for them."""
+        replica, store = self.replica, self.store
+        if replica is None or store is None:
+            return not_supported(request)
+        end = store.commitlog.max_offset
+        entries = replica.epoch_entries()
+        body = encode_json(
             {
-                "clusterName": config.cluster_name,
-                "brokerName": config.broker_name,
-                "brokerAddr": self.address,
-                "brokerId": str(config.broker_id),
-                "epoch": str(self.master_epoch),
+                "clusterName": self.config.cluster_name,
+                "brokerName": self.config.broker_name,
+                "brokerId": replica.replica_id,
+                "epochList": [
+                    {
+                        "epoch": e.epoch,
+                        "startOffset": e.start,
+                        "endOffset": entries[i + 1].start if i + 1 < len(entries) else end,
+                    }
+                    for i, e in enumerate(entries)
+                ],
                 "maxOffset": end,
-                "confirmOffset": end,
-                "heartbeatTimeoutMills": str(config.controller_heartbeat_timeout_ms),
-                "electionPriority": str(config.broker_election_priority),
             }
         )
-        identity = {
-            "clusterName": config.cluster_name,
-            "brokerName": config.broker_name,
-            "brokerId": str(config.broker_id),
-        }
-        try:
-            if not self._controller_registered:
-                response = await client.call_leader(
-                    RequestCode.CONTROLLER_REGISTER_BROKER,
-                    {
-                        **identity,
-                        "brokerAddress": self.address,
-                        "haAddress": self.ha_address or self.address,
-                    },
-                )
-                if response.code != ResponseCode.SUCCESS:
-                    log.warning("the controller refused the registration: %s", response.remark)
-                    return
-                self._controller_registered = True
-                log.info("registered with the controller as replica %d", config.broker_id)
-            info = await client.replica_info(config.broker_name)
-            if self.is_slave:
-                if info is not None:
-                    self.master_epoch = info.master_epoch
-                return
-            if info is None or info.master_id is None:
-                response = await client.call_leader(RequestCode.CONTROLLER_ELECT_MASTER, identity)
-                if response.code in (
-                    ResponseCode.SUCCESS,
-                    ResponseCode.CONTROLLER_MASTER_STILL_EXIST,
-                ):
-                    info = MasterInfo.of(response.ext_fields)
-        except NoController as exc:
-            log.warning("no controller leader reachable: %s", exc)
-            return
-        if info is None or info.master_id is None:
-            return
-        if info.master_id == config.broker_id:
-            if info.master_epoch != self.master_epoch:
-                log.warning(
-                    "the controller made this broker (replica %d) the master of %s, epoch %d",
-                    config.broker_id,
-                    config.broker_name,
-                    info.master_epoch,
-                )
-            self.master_epoch = info.master_epoch
-            return
-        if store.fenced is None:
-            reason = (
-                f"{config.broker_name} replica {config.broker_id} is no longer the master: "
-                f"the controller elected replica {info.master_id} at {info.address} "
-                f"(master epoch {info.master_epoch}); send to it"
-            )
-            store.fence(reason)
-            log.error("fenced: %s", reason)
-
-    # -- replication ----------------------------------------------------------------------
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
 
     async def _start_replication(self, store: FileMessageStore) -> None:
         """Listen on the HA port (every role, as RocketMQ's HAService); a slave
@@ -733,11 +699,14 @@ class Broker:
         default port (listen port + 1) falls back to a free one when taken:
         slaves learn the real one from the name server."""
         config = self.config
+        replica = self.replica
         replication = Replication(
             store,
             config.broker_role,
             config.ha_settings,
             master_address=config.ha_master_address,
+            replica_id=replica.replica_id if replica is not None else None,
+            prepare=replica.prepare_copy if replica is not None else None,
         )
         port = config.ha_port(self.port)
         try:
