@@ -4,17 +4,22 @@ as a slave and cut back to what the new master has."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
 from pathlib import Path
 
 import pytest
 from failover_support import broker_set, replica, sync_state_set
-from replication_support import QUEUES, Brokers, Node
+from replication_support import QUEUES, TOPIC, Brokers, Node
 
+from tidemq.client.errors import ClientError
+from tidemq.client.model import SendStatus
+from tidemq.client.producer import AsyncProducer
+from tidemq.common.message import Message
 from tidemq.protocol.codes import ResponseCode
 from tidemq.testing.tcp_proxy import TcpProxy
-from tidemq.testing.waiting import eventually
+from tidemq.testing.waiting import HANG_GUARD_S, eventually
 
 pytestmark = pytest.mark.slow
 
@@ -104,3 +109,135 @@ async def _equal(call, expected):  # type: ignore[no-untyped-def]
         return (await call) == expected
     except Exception:
         return False
+
+
+async def test_producers_fail_over_under_load_and_lose_no_acknowledged_message(
+    tmp_path: Path,
+) -> None:
+    """Senders keep going while the master is killed: the producer finds the new
+    master (its route refreshed on the failure), and every SEND_OK is on it."""
+    async with broker_set(tmp_path) as (brokers, controllers):
+        one = replica(brokers, controllers, 1)
+        one.start()
+        two = replica(brokers, controllers, 2)
+        two.start()
+        await brokers.create_topic(one)
+        await brokers.topic_on(two)
+        await eventually(lambda: _equal(sync_state_set(brokers, one), "1,2"), "replica 2 in sync")
+        producer = AsyncProducer("PG", brokers.namesrv, send_timeout_s=3)
+        await producer.start()
+        acked: list[bytes] = []
+        killed_at: list[float] = []
+        recovered_at: list[float] = []
+        errors: list[str] = []
+
+        async def sender(worker: int) -> None:
+            for i in range(20_000):  # bounded in count, and in time after the kill
+                if killed_at and time.monotonic() - killed_at[0] > 30:
+                    return
+                text = f"w{worker}-{i}".encode()
+                try:
+                    result = await producer.send(Message(TOPIC, text))
+                except ClientError as exc:
+                    if not killed_at:
+                        raise
+                    errors.append(str(exc))
+                    await asyncio.sleep(0.05)  # an application's pause before it tries again
+                    continue
+                if result.status is SendStatus.SEND_OK:
+                    acked.append(text)
+                    if killed_at and not recovered_at:
+                        recovered_at.append(time.monotonic())
+                    if recovered_at and len(acked) > 400:
+                        return
+
+        try:
+            workers = [asyncio.create_task(sender(w)) for w in range(4)]
+            await eventually(lambda: len(acked) >= 200, "200 acknowledged sends")
+            await brokers.stop(one, signal.SIGKILL)
+            killed_at.append(time.monotonic())
+            async with asyncio.timeout(HANG_GUARD_S * 2):
+                await asyncio.gather(*workers)
+        finally:
+            await producer.shutdown()
+        assert recovered_at, f"no send succeeded after the kill: {errors[:3]} {errors[-3:]}"
+        assert recovered_at[0] - killed_at[0] < 15
+        stored = {b for q in (await brokers.pull_all(two)).values() for b in q}
+        lost = [text for text in acked if text not in stored]
+        assert lost == [], f"{len(lost)} of {len(acked)} acknowledged messages lost"
+
+
+async def test_a_partition_between_master_and_slave_makes_no_second_master(
+    tmp_path: Path,
+) -> None:
+    """The HA stream is blackholed: the master waits, then (the controller
+    agreeing) shrinks its SyncStateSet to itself and goes on alone; the slave,
+    alive but out of the set, is never elected. Healed, it catches up and
+    rejoins the set; the master killed then, nothing it acknowledged is lost."""
+    async with broker_set(tmp_path) as (brokers, controllers):
+        one = replica(brokers, controllers, 1, ha_max_time_slave_not_catchup_ms=2000)
+        proxy = TcpProxy("127.0.0.1", one.settings["ha_listen_port"])
+        await proxy.start()
+        one.settings["ha_advertised_address"] = proxy.address
+        one.start()
+        two = replica(brokers, controllers, 2)
+        two.start()
+        await brokers.create_topic(one)
+        await brokers.topic_on(two)
+        await eventually(lambda: _equal(sync_state_set(brokers, one), "1,2"), "in sync")
+        acked = await send_acked(brokers, one, 0, 20)
+        proxy.blackhole()
+        statuses: set[int] = set()
+        loop = asyncio.get_running_loop()
+        window_end = loop.time() + 8.0
+        i = 100
+        while loop.time() < window_end:  # bounded by the window: the partition lasts 8 s
+            response = await brokers.send(one, body(i), queue_id=i % QUEUES)
+            statuses.add(response.code)
+            if response.code == ResponseCode.SUCCESS:
+                acked.append(body(i))
+            assert await role_of(brokers, two) == "SLAVE"  # never a second master
+            i += 1
+        assert ResponseCode.SUCCESS in statuses  # the master went on, alone in its set
+        assert await sync_state_set(brokers, one) == "1"
+        proxy.heal()
+        proxy.cut()  # the stream lost bytes: both ends start a new connection
+        await eventually(
+            lambda: _equal(sync_state_set(brokers, one), "1,2"), "replica 2 back in sync"
+        )
+        await brokers.stop(one, signal.SIGKILL)
+        await eventually(lambda: first_send(brokers, two, 5000), "replica 2 taking over")
+        acked.append(body(5000))
+        stored = {b for q in (await brokers.pull_all(two)).values() for b in q}
+        assert [b for b in acked if b not in stored] == []
+        await proxy.stop()
+
+
+async def test_a_master_that_was_replaced_takes_no_write(tmp_path: Path) -> None:
+    """The master is frozen (SIGSTOP) long enough to be replaced; woken, it
+    acknowledges nothing: its in-sync slave is now the master and no longer
+    acknowledges its writes, and it fences itself as soon as it hears of the
+    new master, then rejoins as a slave."""
+    async with broker_set(tmp_path) as (brokers, controllers):
+        one = replica(brokers, controllers, 1)
+        one.start()
+        two = replica(brokers, controllers, 2)
+        two.start()
+        await brokers.create_topic(one)
+        await brokers.topic_on(two)
+        await eventually(lambda: _equal(sync_state_set(brokers, one), "1,2"), "in sync")
+        acked = await send_acked(brokers, one, 0, 10)
+        one.signal(signal.SIGSTOP)
+        await eventually(lambda: first_send(brokers, two, 100), "replica 2 elected", timeout=30)
+        acked.append(body(100))
+        one.signal(signal.SIGCONT)
+        for i in range(200, 205):  # the woken old master: not one write acknowledged
+            try:
+                response = await brokers.send(one, body(i), queue_id=0)
+            except Exception:
+                continue  # restarting as a slave: the connection went
+            assert response.code != ResponseCode.SUCCESS, response.remark
+        await eventually(lambda: _equal(role_of(brokers, one), "SLAVE"), "replica 1 a slave")
+        assert "fenced:" in one.log_text()
+        stored = {b for q in (await brokers.pull_all(two)).values() for b in q}
+        assert [b for b in acked if b not in stored] == []
