@@ -9,6 +9,7 @@ from pathlib import Path
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.testing.processes import ServerProcess, free_port
+from tidemq.testing.waiting import eventually
 from tidemq.transport import RemotingClient, RemotingError
 
 
@@ -113,3 +114,19 @@ async def heartbeat(
         request = RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, fields)
         response = await client.invoke(node.address, request, 5.0)
         assert response.code == ResponseCode.SUCCESS, response.remark
+
+
+async def controller_leader(client: RemotingClient, nodes: list[ControllerNode]) -> ControllerNode:
+    """The controller that is the Raft leader (CONTROLLER_GET_METADATA_INFO says isLeader)."""
+
+    async def find() -> ControllerNode | None:
+        for node in nodes:
+            if node.process is None:
+                continue
+            request = RemotingCommand.request(RequestCode.CONTROLLER_GET_METADATA_INFO)
+            response = await client.invoke(node.address, request, 5.0)
+            if response.ext_fields.get("isLeader") == "true":
+                return node
+        return None
+
+    return await eventually(find, "a controller leader")

@@ -8,7 +8,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from controller_support import ControllerNode, controller_call, controller_nodes, heartbeat
+from controller_support import (
+    ControllerNode,
+    controller_call,
+    controller_leader,
+    controller_nodes,
+    heartbeat,
+)
 
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.testing.waiting import eventually
@@ -153,7 +159,7 @@ async def test_three_controllers_elect_with_a_majority_and_not_without(
     try:
         await setup_pair(client, nodes)
         # one controller (whichever is leader) killed: the other two still elect
-        leader = await _leader(client, nodes)
+        leader = await controller_leader(client, nodes)
         leader.kill()
         beating = asyncio.ensure_future(keep_beating(client, nodes, 2))
         try:
@@ -201,18 +207,3 @@ async def test_three_controllers_elect_with_a_majority_and_not_without(
     finally:
         for node in nodes:
             node.kill()
-
-
-async def _leader(client: RemotingClient, nodes: list[ControllerNode]) -> ControllerNode:
-    from tidemq.protocol.command import RemotingCommand
-
-    async def find() -> ControllerNode | None:
-        for node in nodes:
-            response = await client.invoke(
-                node.address, RemotingCommand.request(RequestCode.CONTROLLER_GET_METADATA_INFO), 5.0
-            )
-            if response.ext_fields.get("isLeader") == "true":
-                return node
-        return None
-
-    return await eventually(find, "a controller leader")

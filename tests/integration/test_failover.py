@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from controller_support import controller_leader
 from failover_support import broker_set, replica, sync_state_set
 from replication_support import QUEUES, TOPIC, Brokers, Node
 
@@ -239,5 +240,26 @@ async def test_a_master_that_was_replaced_takes_no_write(tmp_path: Path) -> None
             assert response.code != ResponseCode.SUCCESS, response.remark
         await eventually(lambda: _equal(role_of(brokers, one), "SLAVE"), "replica 1 a slave")
         assert "fenced:" in one.log_text()
+        stored = {b for q in (await brokers.pull_all(two)).values() for b in q}
+        assert [b for b in acked if b not in stored] == []
+
+
+async def test_three_controllers_fail_over_with_one_of_them_down(tmp_path: Path) -> None:
+    """Three name servers with their controllers; the Raft leader among them is
+    killed, then the master: the two controllers left still elect replica 2."""
+    async with broker_set(tmp_path, controllers=3) as (brokers, controllers):
+        one = replica(brokers, controllers, 1)
+        one.start()
+        two = replica(brokers, controllers, 2)
+        two.start()
+        await brokers.create_topic(one)
+        await brokers.topic_on(two)
+        await eventually(lambda: _equal(sync_state_set(brokers, one), "1,2"), "in sync")
+        acked = await send_acked(brokers, one, 0, 10)
+        leader = await controller_leader(brokers.client, controllers)
+        leader.kill()
+        await brokers.stop(one, signal.SIGKILL)
+        await eventually(lambda: first_send(brokers, two, 100), "replica 2 elected", timeout=30)
+        acked.append(body(100))
         stored = {b for q in (await brokers.pull_all(two)).values() for b in q}
         assert [b for b in acked if b not in stored] == []
