@@ -144,12 +144,16 @@ class Cluster:
         assert response.code == ResponseCode.SUCCESS, response.remark
 
     async def in_sync(self, master: int) -> bool:
+        """Both replicas in the master's SyncStateSet, and the slave has the
+        topic (it copies topics every slave_sync_interval_s): it can take over."""
+        slave = 2 if master == 1 else 1
         try:
             response = await self.call(master, RequestCode.GET_BROKER_RUNTIME_INFO)
+            topic = await self.call(slave, RequestCode.GET_TOPIC_CONFIG, {"topic": TOPIC})
         except Exception:
             return False
         table = json.loads(response.body)["table"] if response.code == ResponseCode.SUCCESS else {}
-        return table.get("tidemqSyncStateSet") == "1,2"
+        return table.get("tidemqSyncStateSet") == "1,2" and topic.code == ResponseCode.SUCCESS
 
     async def close(self) -> None:
         await self.client.close()
@@ -191,7 +195,10 @@ async def run(rounds: int, timing: str) -> dict[str, Any]:
             await producer.start()
             master, seconds = 1, []
             for number in range(1, rounds + 1):
-                await wait_for(lambda m=master: cluster.in_sync(m), "SyncStateSet {1, 2}")
+                await wait_for(
+                    lambda m=master: cluster.in_sync(m),
+                    "SyncStateSet {1, 2} and the topic on the slave",
+                )
                 result = await producer.send(Message(TOPIC, b"before"))
                 assert result.status is SendStatus.SEND_OK, result.status
                 cluster.kill(master)

@@ -26,7 +26,7 @@ controller may elect one of those slaves.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tidemq.ha.waits import ReplicaWaits
@@ -78,6 +78,9 @@ class SyncStateWaits(ReplicaWaits):
         self.members: frozenset[int] = frozenset({own_id})
         self.members_epoch = 0
         self.slaves: dict[int, SlaveProgress] = {}
+        self.on_caught_up: Callable[[int], None] | None = None
+        """Told when a slave outside the set catches up: RocketMQ asks to add it
+        at once (maybeExpandInSyncStateSet on the slave's ack), not at the next check."""
 
     def wait_replicated(self, end: int) -> PutStatus | asyncio.Future[PutStatus]:
         if self.members <= {self.own_id}:
@@ -90,6 +93,8 @@ class SyncStateWaits(ReplicaWaits):
         progress.acked = offset
         if offset >= master_end:
             progress.caught_up_at = now
+            if replica_id not in self.members and self.on_caught_up is not None:
+                self.on_caught_up(replica_id)
         self._recompute()
 
     def disconnected(self, replica_id: int) -> None:

@@ -89,6 +89,7 @@ class ControlledBroker:
         self._new_epoch: int | None = None
         self._caught_up_end = 0
         self._last_check = 0.0
+        self._expanding = False
         self._role_changed = asyncio.Event()
         self._tasks = TaskSet(f"replica-{config.broker_name}-{self.replica_id}")
 
@@ -280,7 +281,27 @@ class ControlledBroker:
             except Exception:
                 log.exception("controller round failed")
 
-    async def _check_sync_state_set(self) -> None:
+    def _caught_up(self, replica_id: int) -> None:
+        """A slave outside the SyncStateSet caught up: ask to add it now."""
+        if self._expanding:
+            return
+        self._expanding = True
+        log.info("replica %d caught up: asking to add it to the SyncStateSet", replica_id)
+
+        async def expand() -> None:
+            try:
+                await self._check_sync_state_set(caught_up=replica_id)
+            except NoController as exc:
+                log.warning("no controller leader reachable: %s", exc)
+            finally:
+                self._expanding = False
+
+        self._tasks.spawn(expand())
+
+    async def _check_sync_state_set(self, *, caught_up: int | None = None) -> None:
+        """Every `sync_state_set_check_interval_ms` (or at once when replica
+        `caught_up` reached the master's end): ask the controller for the
+        SyncStateSet `next_sync_state_set` proposes."""
         broker, master = self.broker, self.master
         if broker is None or broker.replication is None or master is None:
             return
@@ -289,18 +310,27 @@ class ControlledBroker:
         if waits is None or store is None:
             return
         now = self.clock.monotonic()
-        if now - self._last_check < self.config.sync_state_set_check_interval_ms / 1000:
-            return
-        self._last_check = now
+        periodic = caught_up is None
+        if periodic:
+            if now - self._last_check < self.config.sync_state_set_check_interval_ms / 1000:
+                return
+            self._last_check = now
+            caught_up_end = self._caught_up_end
+        else:
+            progress = waits.slaves.get(caught_up) if caught_up is not None else None
+            if progress is None:
+                return
+            caught_up_end = progress.acked  # it was the master's end when reported
         proposal = next_sync_state_set(
             waits.members,
             self.replica_id,
             waits.slaves,
-            self._caught_up_end,
+            caught_up_end,
             asyncio.get_running_loop().time(),
             self.config.ha_max_time_slave_not_catchup_ms / 1000,
         )
-        self._caught_up_end = store.commitlog.max_offset
+        if periodic:
+            self._caught_up_end = store.commitlog.max_offset
         if proposal is None:
             return
         response = await self.controller.call_leader(
@@ -402,6 +432,7 @@ class ControlledBroker:
             waits.use_members(
                 master.sync_state_set | {self.replica_id}, master.sync_state_set_epoch
             )
+            waits.on_caught_up = self._caught_up
         log.info(
             "replica %d of %s started as %s", self.replica_id, config.broker_name, self.role.value
         )
