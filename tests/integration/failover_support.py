@@ -10,6 +10,7 @@ from typing import Any
 from controller_support import ControllerNode, controller_nodes
 from replication_support import Brokers, Node
 
+from tidemq.testing.waiting import eventually
 from tidemq.transport import RemotingClient
 
 FAST = {
@@ -55,3 +56,23 @@ async def broker_set(
 async def sync_state_set(brokers: Brokers, master: Node) -> str | None:
     info = await brokers.runtime_info(master)
     return info.get("tidemqSyncStateSet")
+
+
+async def in_sync(brokers: Brokers, master: Node, members: str = "1,2") -> bool:
+    """Whether `master`'s SyncStateSet is `members` (False while it cannot answer)."""
+    try:
+        return await sync_state_set(brokers, master) == members
+    except Exception:
+        return False
+
+
+async def start_pair(brokers: Brokers, nodes: list[ControllerNode], one: Node) -> Node:
+    """Start replica `one` (configured), then replica 2; create the topic on
+    `one`, the master; wait until replica 2 has the topic and is in sync."""
+    assert one.start()["role"] == "SYNC_MASTER"  # the first to ask is the first master
+    two = replica(brokers, nodes, 2)
+    assert two.start()["role"] == "SLAVE"
+    await brokers.create_topic(one)
+    await brokers.topic_on(two)
+    await eventually(lambda: in_sync(brokers, one), "replica 2 joining the SyncStateSet")
+    return two

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from controller_support import controller_leader
-from failover_support import broker_set, replica, sync_state_set
+from failover_support import broker_set, in_sync, replica, start_pair, sync_state_set
 from replication_support import QUEUES, TOPIC, Brokers, Node
 
 from tidemq.client.errors import ClientError
@@ -62,15 +62,7 @@ async def test_the_in_sync_slave_takes_over_and_the_old_master_rejoins_cut_back(
         proxy = TcpProxy("127.0.0.1", one.settings["ha_listen_port"])
         await proxy.start()
         one.settings["ha_advertised_address"] = proxy.address  # replica 2 copies through it
-        assert one.start()["role"] == "SYNC_MASTER"  # the first to ask is the first master
-        two = replica(brokers, controllers, 2)
-        assert two.start()["role"] == "SLAVE"
-        await brokers.create_topic(one)
-        await brokers.topic_on(two)
-        await eventually(
-            lambda: _equal(sync_state_set(brokers, one), "1,2"),
-            "replica 2 joining the SyncStateSet",
-        )
+        two = await start_pair(brokers, controllers, one)
         acked = await send_acked(brokers, one, 0, 40)
         # the HA stream is cut off: the master's next write is stored but never acknowledged
         proxy.blackhole()
@@ -96,20 +88,15 @@ async def test_the_in_sync_slave_takes_over_and_the_old_master_rejoins_cut_back(
             "the old master cutting its commitlog back",
         )
         assert "1 messages (Orders/0" in one.log_text()
-        await eventually(
-            lambda: _equal(sync_state_set(brokers, two), "1,2"), "replica 1 back in sync"
-        )
+        await eventually(lambda: in_sync(brokers, two), "replica 1 back in sync")
         more = await send_acked(brokers, two, 2000, 5)
         await brokers.caught_up(two, one)
         on_one = await brokers.pull_all(one)
         assert sorted(b for q in on_one.values() for b in q) == sorted(acked + more)
 
 
-async def _equal(call, expected):  # type: ignore[no-untyped-def]
-    try:
-        return (await call) == expected
-    except Exception:
-        return False
+async def _role_is(brokers: Brokers, node: Node, role: str) -> bool:
+    return await role_of(brokers, node) == role
 
 
 async def test_producers_fail_over_under_load_and_lose_no_acknowledged_message(
@@ -119,12 +106,7 @@ async def test_producers_fail_over_under_load_and_lose_no_acknowledged_message(
     master (its route refreshed on the failure), and every SEND_OK is on it."""
     async with broker_set(tmp_path) as (brokers, controllers):
         one = replica(brokers, controllers, 1)
-        one.start()
-        two = replica(brokers, controllers, 2)
-        two.start()
-        await brokers.create_topic(one)
-        await brokers.topic_on(two)
-        await eventually(lambda: _equal(sync_state_set(brokers, one), "1,2"), "replica 2 in sync")
+        two = await start_pair(brokers, controllers, one)
         producer = AsyncProducer("PG", brokers.namesrv, send_timeout_s=3)
         await producer.start()
         acked: list[bytes] = []
@@ -180,12 +162,7 @@ async def test_a_partition_between_master_and_slave_makes_no_second_master(
         proxy = TcpProxy("127.0.0.1", one.settings["ha_listen_port"])
         await proxy.start()
         one.settings["ha_advertised_address"] = proxy.address
-        one.start()
-        two = replica(brokers, controllers, 2)
-        two.start()
-        await brokers.create_topic(one)
-        await brokers.topic_on(two)
-        await eventually(lambda: _equal(sync_state_set(brokers, one), "1,2"), "in sync")
+        two = await start_pair(brokers, controllers, one)
         acked = await send_acked(brokers, one, 0, 20)
         proxy.blackhole()
         statuses: set[int] = set()
@@ -203,9 +180,7 @@ async def test_a_partition_between_master_and_slave_makes_no_second_master(
         assert await sync_state_set(brokers, one) == "1"
         proxy.heal()
         proxy.cut()  # the stream lost bytes: both ends start a new connection
-        await eventually(
-            lambda: _equal(sync_state_set(brokers, one), "1,2"), "replica 2 back in sync"
-        )
+        await eventually(lambda: in_sync(brokers, one), "replica 2 back in sync")
         await brokers.stop(one, signal.SIGKILL)
         await eventually(lambda: first_send(brokers, two, 5000), "replica 2 taking over")
         acked.append(body(5000))
@@ -221,12 +196,7 @@ async def test_a_master_that_was_replaced_takes_no_write(tmp_path: Path) -> None
     new master, then rejoins as a slave."""
     async with broker_set(tmp_path) as (brokers, controllers):
         one = replica(brokers, controllers, 1)
-        one.start()
-        two = replica(brokers, controllers, 2)
-        two.start()
-        await brokers.create_topic(one)
-        await brokers.topic_on(two)
-        await eventually(lambda: _equal(sync_state_set(brokers, one), "1,2"), "in sync")
+        two = await start_pair(brokers, controllers, one)
         acked = await send_acked(brokers, one, 0, 10)
         one.signal(signal.SIGSTOP)
         await eventually(lambda: first_send(brokers, two, 100), "replica 2 elected", timeout=30)
@@ -238,7 +208,7 @@ async def test_a_master_that_was_replaced_takes_no_write(tmp_path: Path) -> None
             except Exception:
                 continue  # restarting as a slave: the connection went
             assert response.code != ResponseCode.SUCCESS, response.remark
-        await eventually(lambda: _equal(role_of(brokers, one), "SLAVE"), "replica 1 a slave")
+        await eventually(lambda: _role_is(brokers, one, "SLAVE"), "replica 1 a slave")
         assert "fenced:" in one.log_text()
         stored = {b for q in (await brokers.pull_all(two)).values() for b in q}
         assert [b for b in acked if b not in stored] == []
@@ -249,12 +219,7 @@ async def test_three_controllers_fail_over_with_one_of_them_down(tmp_path: Path)
     killed, then the master: the two controllers left still elect replica 2."""
     async with broker_set(tmp_path, controllers=3) as (brokers, controllers):
         one = replica(brokers, controllers, 1)
-        one.start()
-        two = replica(brokers, controllers, 2)
-        two.start()
-        await brokers.create_topic(one)
-        await brokers.topic_on(two)
-        await eventually(lambda: _equal(sync_state_set(brokers, one), "1,2"), "in sync")
+        two = await start_pair(brokers, controllers, one)
         acked = await send_acked(brokers, one, 0, 10)
         leader = await controller_leader(brokers.client, controllers)
         leader.kill()

@@ -36,7 +36,7 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.tasks import TaskSet
@@ -136,21 +136,19 @@ class Controller:
     def handlers(self) -> dict[int, Handler]:
         return {
             RequestCode.BROKER_HEARTBEAT: self._wrap(self._heartbeat),
-            RequestCode.CONTROLLER_REGISTER_BROKER: self._wrap(self._register),
-            RequestCode.CONTROLLER_ELECT_MASTER: self._wrap(self._elect),
-            RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: self._wrap(self._alter),
+            RequestCode.CONTROLLER_REGISTER_BROKER: self._wrap(self._leader_only(self._register)),
+            RequestCode.CONTROLLER_ELECT_MASTER: self._wrap(self._leader_only(self._elect)),
+            RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: self._wrap(self._leader_only(self._alter)),
             RequestCode.CONTROLLER_GET_REPLICA_INFO: self._wrap(self._replica_info),
             RequestCode.CONTROLLER_GET_METADATA_INFO: self._wrap(self._metadata),
             RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: self._wrap(self._sync_state_data),
         }
 
     @staticmethod
-    def _wrap(
-        handle: Callable[[RemotingCommand], asyncio.Future[RemotingCommand] | object],
-    ) -> Handler:
+    def _wrap(handle: Callable[[RemotingCommand], Awaitable[RemotingCommand]]) -> Handler:
         async def handler(request: RemotingCommand, connection: Connection) -> RemotingCommand:
             try:
-                return await handle(request)  # type: ignore[misc, no-any-return]
+                return await handle(request)
             except BadRequest as exc:
                 return RemotingCommand.response_to(
                     request, ResponseCode.CONTROLLER_INVALID_REQUEST, str(exc)
@@ -163,16 +161,23 @@ class Controller:
     def _alive(self, broker_name: str, broker_id: int) -> bool:
         return self.live.alive(broker_name, broker_id)
 
-    def _not_leader(self, request: RemotingCommand) -> RemotingCommand | None:
-        if self.raft.is_leader():
-            return None
-        leader = self.raft.leader()
-        return RemotingCommand.response_to(
-            request,
-            ResponseCode.CONTROLLER_NOT_LEADER,
-            f"this controller ({self.config.raft_address}) is not the leader; "
-            f"the leader is {leader or 'not elected yet'}",
-        )
+    def _leader_only(
+        self, handle: Callable[[RemotingCommand], Awaitable[RemotingCommand]]
+    ) -> Callable[[RemotingCommand], Awaitable[RemotingCommand]]:
+        """A request that changes the state: only the leader decides it."""
+
+        async def handler(request: RemotingCommand) -> RemotingCommand:
+            if self.raft.is_leader():
+                return await handle(request)
+            leader = self.raft.leader()
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.CONTROLLER_NOT_LEADER,
+                f"this controller ({self.config.raft_address}) is not the leader; "
+                f"the leader is {leader or 'not elected yet'}",
+            )
+
+        return handler
 
     async def _commit(self, request: RemotingCommand, decision: Decision) -> RemotingCommand:
         """Put the decision's event through Raft, then answer as it says."""
@@ -213,9 +218,6 @@ class Controller:
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     async def _register(self, request: RemotingCommand) -> RemotingCommand:
-        refused = self._not_leader(request)
-        if refused is not None:
-            return refused
         fields = request.ext_fields
         address = _text(fields, "brokerAddress")
         with self.raft.lock:
@@ -231,9 +233,6 @@ class Controller:
         return await self._commit(request, decision)
 
     async def _elect(self, request: RemotingCommand) -> RemotingCommand:
-        refused = self._not_leader(request)
-        if refused is not None:
-            return refused
         fields = request.ext_fields
         name = _text(fields, "brokerName")
         requester = fields.get("brokerId")
@@ -260,9 +259,6 @@ class Controller:
         return response
 
     async def _alter(self, request: RemotingCommand) -> RemotingCommand:
-        refused = self._not_leader(request)
-        if refused is not None:
-            return refused
         fields = request.ext_fields
         members, based_on = _sync_state_set_body(request.body)
         with self.raft.lock:
