@@ -127,9 +127,8 @@ class ControlledBroker:
         if self._new_epoch is None:
             return
         end = store.commitlog.max_offset
-        self.epochs.truncate_from(
-            end + 1
-        )  # a slave behind its old master: epochs it has no byte of
+        # a slave promoted behind its old master holds epochs it has no byte of
+        self.epochs.truncate_from(end + 1)
         if not self.epochs.append(self._new_epoch, end):
             log.error(
                 "epoch %d at %d not appended: the epoch file ends with %s",
