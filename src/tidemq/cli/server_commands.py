@@ -859,18 +859,23 @@ async def _broker(config: BrokerConfig) -> None:
         server = Broker(config)
         await _start("broker", f"{config.listen_host}:{config.listen_port}", server.start)
         try:
-            _ready(
-                broker=server.address,
-                name=config.broker_name,
-                cluster=config.cluster_name,
-                role=config.broker_role.value,
-                id=str(config.broker_id),
-                ha=server.ha_address or "",
-                **_optional(server),
-            )
+            _broker_ready(server, config, config.broker_role.value, server.ha_address or "")
             await stop.wait()
         finally:
             await server.stop()
+
+
+def _broker_ready(server: Any, config: BrokerConfig, role: str, ha: str) -> None:
+    """The ready line of a broker (a Broker, the running one of a controller-mode replica)."""
+    _ready(
+        broker=server.address,
+        name=config.broker_name,
+        cluster=config.cluster_name,
+        role=role,
+        id=str(config.broker_id),
+        ha=ha,
+        **_optional(server),
+    )
 
 
 async def _controlled_broker(config: BrokerConfig) -> None:
@@ -883,15 +888,7 @@ async def _controlled_broker(config: BrokerConfig) -> None:
         try:
             server = replica.broker
             assert server is not None and replica.role is not None
-            _ready(
-                broker=server.address,
-                name=config.broker_name,
-                cluster=config.cluster_name,
-                role=replica.role.value,
-                id=str(config.broker_id),
-                ha=replica.ha_address,
-                **_optional(server),
-            )
+            _broker_ready(server, config, replica.role.value, replica.ha_address)
             await stop.wait()
         finally:
             await replica.stop()
