@@ -147,7 +147,15 @@ def test_the_guide_fails_over_to_the_in_sync_replica(tmp_path: Path) -> None:
     lines = tidemq_lines(text)
     assert lines[0] == ["tidemq", "namesrv", "--enable-controller"]
     port = free_port()
-    namesrv_args = [*lines[0][1:], "--port", str(port), "--controller-port", str(free_port())]
+    namesrv_args = [
+        *lines[0][1:],
+        "--port",
+        str(port),
+        "--controller-port",
+        str(free_port()),
+        "--controller-dir",
+        str(tmp_path / "controller-data"),
+    ]
     with started(namesrv_args, tmp_path, "namesrv") as (_, ready):
         namesrv = ready["namesrv"]
         for name, raw in configs.items():
