@@ -56,6 +56,8 @@ log = logging.getLogger("tidemq.controller")
 
 RESTART_GRACE_S = 0.5
 """How long a broker changing role lets its requests in flight finish."""
+RESTART_RETRY_S = 1.0
+"""After a failed start in a new role, the next attempt."""
 
 _FENCED = (
     ResponseCode.CONTROLLER_FENCED_MASTER_EPOCH,
@@ -396,7 +398,15 @@ class ControlledBroker:
             with contextlib.suppress(Exception):
                 await old.stop(RESTART_GRACE_S)
             self.role_changes += 1
-            await self._start_broker()
+            try:
+                await self._start_broker()
+            except Exception:
+                # (a port still held, a store that would not open): try again shortly
+                log.exception("replica %d could not start as %s", self.replica_id, wanted.value)
+                self.broker = old
+                self.role = None
+                await asyncio.sleep(RESTART_RETRY_S)
+                self._role_changed.set()
 
     async def _start_broker(self) -> None:
         master = self.master

@@ -45,9 +45,7 @@ async def test_an_unacknowledged_write_times_out() -> None:
     waits.close()
 
 
-PROGRESS = st.builds(
-    SlaveProgress, acked=st.integers(-1, 200), caught_up_at=st.floats(0, 100)
-)
+PROGRESS = st.builds(SlaveProgress, acked=st.integers(-1, 200), caught_up_at=st.floats(0, 100))
 
 
 @given(
