@@ -159,13 +159,16 @@ def bench_append_batch_body(
     store = open_store(root, mode)
     bodies = [batch_body(i, batch) for i in range(0, count, batch)]
     cluster = b"CLUSTER\x01DefaultCluster\x02"
+    stamp = b"MSG_REGION\x01DefaultRegion\x02TRACE_ON\x01true\x02"  # as the broker's send stamp
 
     async def run() -> Measured:
         timing = Timing()
         deadline = timing.wall + TIME_LIMIT
         done = 0
         for n, body in enumerate(bodies):
-            request = BatchToStore("BenchTopic", n % QUEUES, body, 0, 0, b"\x7f\0\0\1", 1, cluster)
+            request = BatchToStore(
+                "BenchTopic", n % QUEUES, body, 0, 0, b"\x7f\0\0\1", 1, cluster, stamp
+            )
             result = await store.put_batch(request)
             assert result is not None and result.ok, result
             done += result.count

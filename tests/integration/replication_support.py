@@ -13,8 +13,8 @@ import json
 import shutil
 import signal
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,6 +233,19 @@ class Brokers:
             if node.process is not None:
                 node.process.kill()
                 node.process = None
+
+
+@asynccontextmanager
+async def running_brokers(home: Path) -> AsyncIterator[Brokers]:
+    """A name server process and an empty Brokers of it; every node killed at the end."""
+    client = RemotingClient()
+    with namesrv(home) as address:
+        env = Brokers(home, address, client)
+        try:
+            yield env
+        finally:
+            await client.close()
+            env.stop_all()
 
 
 @contextmanager

@@ -32,7 +32,7 @@ from tidemq.client.producer import AsyncProducer, Producer, make_message
 from tidemq.client.trace import Timeline, trace_timeline
 from tidemq.client.transaction import AsyncTransactionProducer, LocalTransactionState
 from tidemq.common.message import Message, MessageExt
-from tidemq.testing.client_support import create_topic
+from tidemq.testing.client_support import create_topic, traced_push_consumer
 from tidemq.testing.processes import FAST_DELAY_LEVELS, ServerProcess, serve
 from tidemq.testing.waiting import eventually, unique_name, wait_until
 
@@ -64,16 +64,7 @@ async def traced(server: ServerProcess, msg_id: str, check: Any, what: str) -> T
 def push(
     server: ServerProcess, group: str, topic: str, listener: Any, **options: Any
 ) -> AsyncPushConsumer:
-    consumer = AsyncPushConsumer(
-        group,
-        server.namesrv,
-        listener=listener,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        enable_trace=True,
-        **options,
-    )
-    consumer.subscribe(topic)
-    return consumer
+    return traced_push_consumer(server.namesrv, group, topic, listener, **options)
 
 
 class FailFirst:

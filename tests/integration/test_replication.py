@@ -19,7 +19,7 @@ from replication_support import (
     Brokers,
     Node,
     commitlog_bytes,
-    namesrv,
+    running_brokers,
     swap_store,
 )
 
@@ -35,19 +35,12 @@ from tidemq.protocol.headers import (
     encode_header,
 )
 from tidemq.testing.waiting import HANG_GUARD_S, eventually
-from tidemq.transport import RemotingClient
 
 
 @pytest.fixture
 async def brokers(tmp_path: Path) -> AsyncIterator[Brokers]:
-    client = RemotingClient()
-    with namesrv(tmp_path) as address:
-        env = Brokers(tmp_path, address, client)
-        try:
-            yield env
-        finally:
-            await client.close()
-            env.stop_all()
+    async with running_brokers(tmp_path) as env:
+        yield env
 
 
 def body(i: int) -> bytes:

@@ -94,3 +94,67 @@ def test_ali_ons_reads_a_sync_masters_statuses(node: str, tmp_path: Path) -> Non
                     assert sent_statuses(runner, topic) == ["SEND_OK"] * 4
             finally:
                 runner.close()
+
+
+def runtime(home: Path, namesrv: str, broker_id: int) -> dict[str, str]:
+    """GET_BROKER_RUNTIME_INFO of the broker with `broker_id`, as `cluster list` shows it."""
+    rows = cli(home, namesrv, "cluster", "list")
+    assert isinstance(rows, list)
+    (row,) = [row for row in rows if row["id"] == broker_id]
+    table: dict[str, str] = row["runtime"]
+    return table
+
+
+def test_ali_ons_keeps_consuming_from_the_slave_while_the_master_is_down(
+    node: str, tmp_path: Path
+) -> None:
+    count, pause_after = 80, 10
+    with started(["namesrv", "--port", "0"], tmp_path, "namesrv") as (_, ready):
+        namesrv = ready["namesrv"]
+        master_config = broker_config(tmp_path, namesrv, "master", "ASYNC_MASTER", 0)
+        slave_config = broker_config(tmp_path, namesrv, "slave", "SLAVE", 1)
+        with (
+            started(["broker", "--config", str(master_config)], tmp_path, "master") as (
+                master,
+                _,
+            ),
+            started(["broker", "--config", str(slave_config)], tmp_path, "slave"),
+        ):
+            topic, group = unique("OnsSlave"), unique("GID_slave")
+            cli(tmp_path, namesrv, "topic", "create", topic, "--queues", "4")
+            logs = [tmp_path / "master.log", tmp_path / "slave.log"]
+            runner = ScriptRunner(node, Cluster(namesrv, logs))  # type: ignore[arg-type]
+            try:
+                options: dict[str, str | int] = {"topic": topic, "group": group, "count": count}
+                runner.run("slave_read", timeout=60.0, phase="send", **options)
+
+                def caught_up() -> bool:
+                    ends = [runtime(tmp_path, namesrv, i)["commitLogMaxOffset"] for i in (0, 1)]
+                    return ends[0] == ends[1]
+
+                wait_until(caught_up, "the slave holding every message")
+                consumer = runner.start(
+                    "slave_read", timeout=120.0, phase="consume", pause_after=pause_after, **options
+                )
+                consumer.wait_for(
+                    "the consumer's pause", lambda events: consumer.of_kind("paused"), 60.0
+                )
+                master.popen.kill()  # SIGKILL
+                master.popen.wait(30)
+
+                def only_the_slave_routed() -> bool:
+                    route = cli(tmp_path, namesrv, "topic", "route", topic)
+                    assert isinstance(route, dict)
+                    return [sorted(b["brokerAddrs"]) for b in route["brokerDatas"]] == [["1"]]
+
+                wait_until(only_the_slave_routed, "the name server dropping the master")
+                served_before = int(runtime(tmp_path, namesrv, 1)["msgGetTotalTodayNow"])
+                consumer.stop()  # the handler goes on
+                consumer.wait_exit(120.0)
+                labels = {event["label"] for event in consumer.of_kind("received")}
+                assert labels == {f"m-{i}" for i in range(count)}
+                # At most 2 pulled and 2 more asked for per queue before the pause.
+                served = int(runtime(tmp_path, namesrv, 1)["msgGetTotalTodayNow"]) - served_before
+                assert served >= count - pause_after - 4 * 4, served
+            finally:
+                runner.close()

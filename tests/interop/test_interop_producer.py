@@ -119,6 +119,9 @@ def test_ali_ons_consumer_receives_what_the_tidemq_producer_sends(
     check(script, plain["flag"] == 5, f"plain flag {plain['flag']}")
     want_props = {"label": "plain", "color": "blue", "spaced": "a value with spaces"}
     check(script, plain["properties"] == want_props, f"plain properties {plain['properties']}")
+    for label, event in got.items():  # the broker's send stamp, as ali-ons reads it
+        stamp = (event["msgRegion"], event["traceOn"])
+        check(script, stamp == ("DefaultRegion", "true"), f"{label}: stamp {stamp}")
     check(script, plain["queueOffset"] == sent["plain"].queue_offset, "plain queue offset")
     check(script, plain["sysFlag"] & 1 == 0, f"small body marked compressed: {plain['sysFlag']}")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.broker import tls_settings
+from tidemq.broker.slave_read import DEFAULT_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO, in_memory_limit
 from tidemq.common.names import validate_topic_name
 from tidemq.controller.config import parse_addresses
 from tidemq.ha.config import BrokerRole, HaSettings
@@ -49,6 +50,14 @@ class BrokerConfig:
     is created by the first trace sent, when topics are auto-created."""
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     """BrokerConfig.msgTraceTopicName: the topic `trace_topic_enable` creates."""
+    region_id: str = "DefaultRegion"
+    """The region stamped on every message stored from a send (its MSG_REGION
+    property) and named in send answers: clients trace in it (Java's
+    BrokerConfig.regionId, default MixAll.DEFAULT_TRACE_REGION_ID)."""
+    trace_on: bool = True
+    """Stamped as TRACE_ON on every message stored from a send and named in
+    send answers; false asks clients not to trace those sends and
+    consumptions (Java's BrokerConfig.traceOn)."""
     flush_mode: FlushMode = FlushMode.ASYNC
     register_interval_s: float = 30.0
     client_expiry_s: float = 120.0
@@ -221,6 +230,18 @@ class BrokerConfig:
     """How often a slave copies its master's topics, groups, consumer and delay
     offsets (RocketMQ's SlaveSynchronize: every 10 s); also at once when it
     learns its master."""
+    slave_read_enable: bool = False
+    """Suggest a slave to consumers that are far behind (BrokerConfig.slaveReadEnable,
+    default false): see tidemq.broker.slave_read."""
+    access_message_in_memory_max_ratio: int = DEFAULT_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO
+    """A consumer further behind than this percent of physical memory (in
+    commitlog bytes) is "consuming slowly" (MessageStoreConfig.accessMessageInMemoryMaxRatio)."""
+    access_message_in_memory_max_bytes: int | None = None
+    """tidemq: this many bytes instead of the ratio of physical memory (a
+    threshold that does not depend on the machine: tests, shared page caches)."""
+    offset_check_in_slave: bool = False
+    """A slave corrects a consumer's illegal offset as a master does
+    (MessageStoreConfig.offsetCheckInSlave); off: it leaves it to the master."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -243,6 +264,17 @@ class BrokerConfig:
             )
         if not 0 < self.disk_max_used_ratio <= 1 or self.retention_interval_s <= 0:
             raise ValueError("disk_max_used_ratio must be in (0, 1], retention_interval_s > 0")
+        if not isinstance(self.trace_on, bool):
+            raise ValueError(f"trace_on={self.trace_on!r}: must be true or false")
+        if (
+            not isinstance(self.region_id, str)
+            or not self.region_id
+            or not all(" " <= c <= "~" for c in self.region_id)
+        ):
+            raise ValueError(
+                f"region_id={self.region_id!r}: must be printable ASCII, not empty "
+                "(it is stored as a message property and written into trace records)"
+            )
         problem = validate_topic_name(self.msg_trace_topic_name)
         if problem is not None:
             raise ValueError(f"msg_trace_topic_name: {problem}")
@@ -338,6 +370,12 @@ class BrokerConfig:
                 )
         if self.slave_sync_interval_s <= 0:
             raise ValueError(f"slave_sync_interval_s={self.slave_sync_interval_s}: must be > 0")
+        in_memory_limit(0, self.access_message_in_memory_max_ratio)  # raises if not 0..100
+        if (self.access_message_in_memory_max_bytes or 0) < 0:
+            raise ValueError(
+                f"access_message_in_memory_max_bytes={self.access_message_in_memory_max_bytes}:"
+                " must be >= 0"
+            )
         self.ha_settings  # noqa: B018 (raises ValueError naming a bad HA setting)
 
     @property

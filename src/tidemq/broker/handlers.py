@@ -40,6 +40,7 @@ code   request                            answer
 41     LOCK_BATCH_MQ                      {"lockOKMQSet": [...]}
 42     UNLOCK_BATCH_MQ                    SUCCESS
 43     GET_ALL_CONSUMER_OFFSET            {"offsetTable": {"topic@group": {...}}}
+60     GET_TIMER_CHECK_POINT              Java's 56-byte TimerCheckpoint (broker.timer_progress)
 200    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP SUCCESS
 201    GET_ALL_SUBSCRIPTIONGROUP_CONFIG   {"subscriptionGroupTable": ..., "dataVersion": ...}
 202    GET_TOPIC_STATS_INFO               TopicStatsTable {"offsetTable": {mq: TopicOffset}}
@@ -120,6 +121,7 @@ HANDLED_CODES = frozenset(
         RequestCode.GET_CONSUME_STATS,
         RequestCode.GET_ALL_CONSUMER_OFFSET,
         RequestCode.GET_ALL_DELAY_OFFSET,
+        RequestCode.GET_TIMER_CHECK_POINT,
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
         RequestCode.GET_BROKER_RUNTIME_INFO,
         RequestCode.GET_BROKER_CONFIG,

@@ -10,7 +10,15 @@ BrokerController.handleSlaveSynchronize 3 s after start, then every 10 s):
 * delay offsets (GET_ALL_DELAY_OFFSET): the master's delayOffset.json
   written over the slave's;
 * subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG): taken whole when
-  the data version differs.
+  the data version differs;
+* timer progress (GET_TIMER_CHECK_POINT, syncTimerCheckPoint, every 3 s in
+  RocketMQ 5): the master's last read time and timer queue offset, kept in
+  `config/timerMasterProgress.json` (tidemq.broker.timer_progress).
+
+Nothing of POP is copied because nothing needs to be: RocketMQ copies the
+message request modes (GET_ALL_MESSAGE_REQUEST_MODE, syncMessageRequestMode),
+which tidemq does not implement, and POP's checkpoints and acks live in the
+commitlog (the revive topic), which a slave already has.
 
 Each table is its own step: one that fails is logged and the others still
 run. The master's remoting address comes from the name server's answer to
@@ -31,6 +39,7 @@ from typing import Any
 
 from tidemq.broker.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.timer_progress import decode_progress, save_master_progress
 from tidemq.broker.topics import DataVersion, TopicConfig, TopicConfigManager
 from tidemq.common.atomic_file import write_atomically
 from tidemq.protocol.codes import RequestCode, ResponseCode
@@ -60,6 +69,7 @@ class SlaveSync:
         groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetManager,
         delay_progress: Path,
+        timer_progress: Path | None = None,
         own_address: Callable[[], str],
         interval_s: float = SYNC_INTERVAL_S,
     ) -> None:
@@ -68,6 +78,8 @@ class SlaveSync:
         self.groups = groups
         self.offsets = offsets
         self.delay_progress = delay_progress
+        self.timer_progress = timer_progress
+        """Where the master's timer progress is kept (None: not copied)."""
         self._own_address = own_address
         self.interval_s = interval_s
         self.master_address: str | None = None
@@ -104,6 +116,8 @@ class SlaveSync:
             ("delay offsets", self._sync_delay_offsets),
             ("subscription groups", self._sync_groups),
         )
+        if self.timer_progress is not None:
+            steps += (("timer progress", self._sync_timer_progress),)
         complete = True
         for what, step in steps:
             try:
@@ -165,6 +179,15 @@ class SlaveSync:
         version = DataVersion.from_json(document.get("dataVersion"))
         if self.groups.adopt(configs, version):
             log.info("subscription groups copied from master %s (%d)", master, len(configs))
+
+    async def _sync_timer_progress(self, master: str) -> None:
+        assert self.timer_progress is not None
+        body = await self._call(master, RequestCode.GET_TIMER_CHECK_POINT)
+        try:
+            progress = decode_progress(body)
+        except ValueError as exc:
+            raise SyncError(str(exc)) from None
+        save_master_progress(self.timer_progress, progress)
 
 
 def _object(raw: object) -> dict[str, Any]:

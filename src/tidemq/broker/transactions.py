@@ -175,10 +175,14 @@ class HalfBatch:
     `transaction_records.encode_half_records`), then what it stored: the
     halves' offset message ids and first half-queue offset."""
 
-    def __init__(self, request: SendRequest, queue_id: int, cluster_name: str) -> None:
+    def __init__(
+        self, request: SendRequest, queue_id: int, cluster_name: str, stamp: bytes = b""
+    ) -> None:
         self.request = request
         self.queue_id = queue_id
         self.cluster = f"{props.CLUSTER}\x01{cluster_name}\x02".encode()
+        self.stamp = stamp
+        """The send stamp (MSG_REGION, TRACE_ON) each half carries."""
         self.msg_ids = ""
         self.first_queue_offset = -1
 
@@ -203,6 +207,7 @@ class HalfBatch:
             position.store_host,
             position.store_port,
             self.cluster,
+            self.stamp,
         )
         if encoded is None:
             return None

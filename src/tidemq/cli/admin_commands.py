@@ -288,6 +288,22 @@ def group_group() -> None:
     help="FIFO (orderly) group: remoting orderly consumers, POP and gRPC deliver a message "
     "group's next message only after the previous one is acked.",
 )
+@click.option(
+    "--broker-id",
+    type=click.IntRange(0, None),
+    default=0,
+    show_default=True,
+    help="Id of the broker (0: the master) a broker with slave_read_enable sends the "
+    "group's consumers to (RocketMQ's brokerId).",
+)
+@click.option(
+    "--which-broker-when-consume-slowly",
+    type=click.IntRange(0, None),
+    default=1,
+    show_default=True,
+    help="Id of the broker it sends them to when they are far behind "
+    "(whichBrokerWhenConsumeSlowly).",
+)
 @click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True)
 @click.option("--broker", "brokers", multiple=True, help="Only on this broker (repeatable).")
 @admin_options
@@ -296,6 +312,8 @@ def group_create(
     retry_max_times: int,
     broadcast: bool,
     orderly: bool,
+    broker_id: int,
+    which_broker_when_consume_slowly: int,
     cluster: str,
     brokers: tuple[str, ...],
     namesrv: list[str],
@@ -309,6 +327,8 @@ def group_create(
             retry_max_times=retry_max_times,
             broadcast=broadcast,
             orderly=orderly,
+            broker_id=broker_id,
+            which_broker_when_consume_slowly=which_broker_when_consume_slowly,
             brokers=brokers or None,
             cluster=cluster,
         ),

@@ -441,6 +441,7 @@ def timeline_lines(timeline: Timeline) -> list[str]:
             f"  sent      {iso_time(sent.timestamp_ms)}  group {sent.group}  "
             f"client {sent.client_host}  cost {_ms(sent.cost_ms)}  "
             f"{'SEND_OK' if sent.success else 'not SEND_OK'}  {sent.message_type}"
+            + f"  region {sent.region_id}"
             + (f"  tags {sent.tags}" if sent.tags else "")
             + (f"  keys {sent.keys}" if sent.keys else "")
         )
@@ -493,6 +494,7 @@ def _delivery_line(delivery: Delivery) -> str:
     return (
         f"#{delivery.attempt}  {iso_time(delivery.timestamp_ms)}  client {delivery.client_host}  "
         f"retry {retry}  cost {_ms(delivery.cost_ms)}  {outcome}"
+        + (f"  region {delivery.region_id}" if delivery.region_id else "")
     )
 
 

@@ -530,10 +530,16 @@ class AdminClient(AsyncClient):
         broadcast: bool = True,
         orderly: bool = False,
         from_min: bool = True,
+        broker_id: int = MASTER_ID,
+        which_broker_when_consume_slowly: int = 1,
         brokers: Sequence[str] | None = None,
         cluster: str | None = DEFAULT_CLUSTER,
     ) -> list[str]:
-        """Create (or update) subscription group `name` on every master; returns the brokers."""
+        """Create (or update) subscription group `name` on every master; returns the brokers.
+
+        `broker_id` and `which_broker_when_consume_slowly` say where the
+        group's consumers are sent to read, normally and when far behind, by
+        a broker with `slave_read_enable` (docs/replication.md)."""
         masters = await self._target_masters(cluster, brokers)
         config = group_config_json(
             name,
@@ -541,6 +547,8 @@ class AdminClient(AsyncClient):
             broadcast=broadcast,
             orderly=orderly,
             from_min=from_min,
+            broker_id=broker_id,
+            which_broker_when_consume_slowly=which_broker_when_consume_slowly,
         )
         body = json.dumps(config).encode()
         responses = await self._each(

@@ -77,6 +77,7 @@ __all__ = [
     "ClientConfig",
     "ClientInstance",
     "ConsumerMember",
+    "FoundBroker",
     "ProducerMember",
     "TransactionChecker",
     "local_ip",
@@ -100,6 +101,14 @@ def local_ip() -> str:
 def default_instance_name() -> str:
     """Java 4.9.3+: pid + '#' + nanoTime, so every client object gets its own id."""
     return f"{os.getpid()}#{time.monotonic_ns()}{next(_instance_counter)}"
+
+
+@dataclass(frozen=True, slots=True)
+class FoundBroker:
+    """A broker address found for reading, and whether it is a slave (FindBrokerResult)."""
+
+    address: str
+    slave: bool
 
 
 @dataclass(slots=True)
@@ -465,6 +474,53 @@ class ClientInstance:
             return addrs[broker_id]
         return next(iter(sorted(addrs.items())), (0, None))[1]
 
+    def find_broker_in_subscribe(
+        self, broker_name: str, broker_id: int, *, only_this_broker: bool = False
+    ) -> FoundBroker | None:
+        """A broker of `broker_name` to read from (MQClientInstance.findBrokerAddressInSubscribe,
+        4.9.7): `broker_id`; for a slave id the next one up; then, unless
+        `only_this_broker`, any broker of the group (the lowest id: the master
+        if it is in the route, else a slave). None when the group is unknown."""
+        addrs = self._broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        for candidate in (broker_id, broker_id + 1) if broker_id != MASTER_ID else (broker_id,):
+            if candidate in addrs:
+                return FoundBroker(addrs[candidate], broker_id != MASTER_ID)
+        if only_this_broker:
+            return None
+        first_id = min(addrs)
+        return FoundBroker(addrs[first_id], first_id != MASTER_ID)
+
+    async def require_subscribe_broker(
+        self, broker_name: str, topic: str, broker_id: int = MASTER_ID
+    ) -> FoundBroker:
+        """`find_broker_in_subscribe` for reading, refreshing `topic`'s route once
+        when nothing is found (PullAPIWrapper.pullKernelImpl)."""
+        return await self._find_refreshing(broker_name, topic, broker_id, only_at_first=False)
+
+    async def require_offset_broker(self, broker_name: str, topic: str) -> FoundBroker:
+        """Where a group's offsets of `broker_name` are read and committed
+        (RemoteBrokerOffsetStore): its master; when the master is not in the
+        route, even after a refresh, one of its slaves."""
+        return await self._find_refreshing(broker_name, topic, MASTER_ID, only_at_first=True)
+
+    async def _find_refreshing(
+        self, broker_name: str, topic: str, broker_id: int, *, only_at_first: bool
+    ) -> FoundBroker:
+        found = self.find_broker_in_subscribe(
+            broker_name, broker_id, only_this_broker=only_at_first
+        )
+        if found is None:
+            with contextlib.suppress(ClientError):
+                await self.route(topic, refresh=True)
+            found = self.find_broker_in_subscribe(broker_name, broker_id)
+        if found is None:
+            raise ClientError(
+                f"broker {broker_name} is in no known route", ResponseCode.BROKER_NOT_EXIST
+            )
+        return found
+
     async def require_master(self, broker_name: str, topic: str | None = None) -> str:
         """The master of `broker_name`, refreshing `topic`'s route once if it is unknown."""
         address = self.master_address(broker_name)
@@ -512,10 +568,17 @@ class ClientInstance:
     async def consumer_ids(self, group: str, topic: str) -> list[str]:
         """GET_CONSUMER_LIST_BY_GROUP to a broker serving `topic`: the group's client ids."""
         route = await self.route(topic)
-        masters = route.masters()
-        if not masters:
+        # MQClientInstance.findBrokerAddrByTopic: a random broker group of the
+        # route, its master, else one of its slaves (BrokerData.selectBrokerAddr),
+        # so a group whose master is down still rebalances.
+        candidates = [
+            broker.master or random.choice(list(broker.addrs.values()))
+            for broker in route.broker_datas
+            if broker.addrs
+        ]
+        if not candidates:
             raise ClientError(f"topic {topic} has no broker", ResponseCode.BROKER_NOT_EXIST)
-        address = random.choice(list(masters.values()))
+        address = random.choice(candidates)
         header = encode_header(GetConsumerListByGroupRequestHeader(consumer_group=group))
         response = await self.invoke(address, RequestCode.GET_CONSUMER_LIST_BY_GROUP, header)
         if response.code != ResponseCode.SUCCESS and group in self._consumers:

@@ -207,6 +207,8 @@ def group_settings(config: Mapping[str, Any]) -> dict[str, Any]:
         "broadcast": config.get("consumeBroadcastEnable"),
         "orderly": config.get("consumeMessageOrderly"),
         "retry_max_times": config.get("retryMaxTimes"),
+        "broker_id": config.get("brokerId"),
+        "which_broker_when_consume_slowly": config.get("whichBrokerWhenConsumeSlowly"),
     }
 
 
@@ -271,7 +273,14 @@ def queue_data_from_json(raw: Mapping[str, Any]) -> QueueData:
 
 
 def group_config_json(
-    name: str, *, retry_max_times: int, broadcast: bool, orderly: bool, from_min: bool
+    name: str,
+    *,
+    retry_max_times: int,
+    broadcast: bool,
+    orderly: bool,
+    from_min: bool,
+    broker_id: int = MASTER_ID,
+    which_broker_when_consume_slowly: int = 1,
 ) -> dict[str, Any]:
     """A SubscriptionGroupConfig body with Java's defaults for the rest."""
     return {
@@ -282,8 +291,8 @@ def group_config_json(
         "consumeMessageOrderly": orderly,
         "retryQueueNums": 1,
         "retryMaxTimes": retry_max_times,
-        "brokerId": MASTER_ID,
-        "whichBrokerWhenConsumeSlowly": 1,
+        "brokerId": broker_id,
+        "whichBrokerWhenConsumeSlowly": which_broker_when_consume_slowly,
         "notifyConsumerIdsChangedEnable": True,
         "groupSysFlag": 0,
         "consumeTimeoutMinute": 15,

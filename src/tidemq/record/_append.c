@@ -28,21 +28,19 @@ static const char *const DIVERTING_KEYS[] = {
     "TRAN_MSG\x01", "DELAY\x01", "TIMER_DELAY_SEC\x01", "TIMER_DELAY_MS\x01",
     "TIMER_DELIVER_MS\x01", "__STARTDELIVERTIME\x01", NULL,
 };
-static const char CLUSTER_KEY[] = "CLUSTER\x01";
-
 
 static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
-    Py_buffer body, topic, born_host, store_host, cluster;
+    Py_buffer body, topic, born_host, store_host, cluster, stamp = {0};
     int queue_id, sys_flag, born_port, store_port;
     long long first_queue_offset, physical_offset, born_ts, store_ts;
     PyObject *result = NULL;
     Entry *entries = NULL;
     Out index = {0}, ids = {0};
     PyObject *tags = NULL, *records = NULL, *cq = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*iLLiLy*iLy*iy*:encode_batch_records", &body, &topic,
+    if (!PyArg_ParseTuple(args, "y*y*iLLiLy*iLy*iy*|y*:encode_batch_records", &body, &topic,
                           &queue_id, &first_queue_offset, &physical_offset, &sys_flag,
                           &born_ts, &born_host, &born_port, &store_ts, &store_host,
-                          &store_port, &cluster))
+                          &store_port, &cluster, &stamp))
         return NULL;
     const unsigned char *b = body.buf;
     const unsigned char *t = topic.buf;
@@ -51,7 +49,8 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < topic_len; i++) topic_ascii &= t[i] < 0x80;
     if (!topic_ascii || topic_len > 127 || (born_host.len != 4 && born_host.len != 16) ||
         (store_host.len != 4 && store_host.len != 16) || cluster.len > MAX_PROPS ||
-        !plain_well_formed((Span){cluster.buf, cluster.len})) {
+        !plain_well_formed((Span){cluster.buf, cluster.len}) || stamp.len > MAX_PROPS ||
+        !plain_well_formed((Span){stamp.buf, stamp.len})) {
         result = Py_None;
         Py_INCREF(result);
         goto done;
@@ -71,15 +70,16 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
         const unsigned char *p = b + entries[i].props_start;
         Py_ssize_t n = entries[i].props_len;
         int diverted = !plain_well_formed((Span){p, n});
-        for (int k = 0; !diverted && DIVERTING_KEYS[k]; k++) diverted = span_contains((Span){p, n}, DIVERTING_KEYS[k]);
-        int add_cluster = !span_contains((Span){p, n}, CLUSTER_KEY);
-        if (!diverted && add_cluster && n + cluster.len > MAX_PROPS) diverted = 1;
+        if (!diverted) diverted = span_contains_any((Span){p, n}, DIVERTING_KEYS);
+        if (!diverted) diverted = holds_stamped_key((Span){p, n}, (Span){stamp.buf, stamp.len});
+        int add_cluster = !span_contains_any((Span){p, n}, CLUSTER_KEY);
+        if (!diverted && n + (add_cluster ? cluster.len : 0) + stamp.len > MAX_PROPS) diverted = 1;
         if (diverted) {
             result = Py_None;
             Py_INCREF(result);
             goto done;
         }
-        Py_ssize_t size = fixed + entries[i].body_len + 1 + topic_len + 2 + n + (add_cluster ? cluster.len : 0);
+        Py_ssize_t size = fixed + entries[i].body_len + 1 + topic_len + 2 + n + (add_cluster ? cluster.len : 0) + stamp.len;
         if (size > INT32_MAX || total > PY_SSIZE_T_MAX - size) {
             PyErr_SetString(PyExc_ValueError, "record too large");
             goto done;
@@ -105,8 +105,8 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
         const Entry *e = &entries[i];
         const unsigned char *p = b + e->props_start;
         Py_ssize_t plen = e->props_len;
-        int add_cluster = !span_contains((Span){p, plen}, CLUSTER_KEY);
-        Py_ssize_t stored_plen = plen + (add_cluster ? cluster.len : 0);
+        int add_cluster = !span_contains_any((Span){p, plen}, CLUSTER_KEY);
+        Py_ssize_t stored_plen = plen + (add_cluster ? cluster.len : 0) + stamp.len;
         Py_ssize_t size = fixed + e->body_len + 1 + topic_len + 2 + stored_plen;
         long long queue_offset = first_queue_offset + i;
         unsigned char *r = rec_base + written;
@@ -148,6 +148,10 @@ static PyObject *encode_batch_records(PyObject *self, PyObject *args) {
         if (add_cluster) {
             memcpy(q, cluster.buf, (size_t)cluster.len);
             q += cluster.len;
+        }
+        if (stamp.len) {
+            memcpy(q, stamp.buf, (size_t)stamp.len);
+            q += stamp.len;
         }
         written += size;
 
@@ -206,6 +210,7 @@ done:
     PyBuffer_Release(&born_host);
     PyBuffer_Release(&store_host);
     PyBuffer_Release(&cluster);
+    PyBuffer_Release(&stamp);
     return result;
 }
 
@@ -556,7 +561,8 @@ done:
 static PyMethodDef methods[] = {
     {"encode_batch_records", encode_batch_records, METH_VARARGS,
      "encode_batch_records(body, topic, queue_id, first_queue_offset, physical_offset, sys_flag,"
-     " born_ts, born_host, born_port, store_ts, store_host, store_port, cluster_property)"
+     " born_ts, born_host, born_port, store_ts, store_host, store_port, cluster_property,"
+     " stamp_properties=b'')"
      " -> (records, cq_entries, index_entries, msg_ids, count, {tags_code: last queue offset})"
      " | None"},
     {"encode_group_records", encode_group_records, METH_VARARGS,

@@ -15,12 +15,6 @@ typedef struct {
     Py_ssize_t n;
 } Span;
 
-static inline int span_contains(Span s, const char *needle) {
-    size_t m = strlen(needle);
-    if ((size_t)s.n < m) return 0;
-    return memmem(s.p, (size_t)s.n, needle, m) != NULL;
-}
-
 static inline int span_equals(Span s, const char *text) {
     size_t m = strlen(text);
     return (size_t)s.n == m && memcmp(s.p, text, m) == 0;
@@ -37,6 +31,34 @@ static inline int plain_value(Span s) {
     for (Py_ssize_t i = 0; i < s.n; i++)
         if (s.p[i] >= 0x80 || s.p[i] == 0x01 || s.p[i] == 0x02) return 0;
     return 1;
+}
+
+/* Whether `s` contains any of `keys` (a NULL-ended list of texts that each
+ * end with \x01) anywhere, as a substring search for each would find it
+ * (`key in raw` in the Python twins): every occurrence of such a text ends
+ * at a \x01 of `s`, so one pass over those (a few per property string)
+ * does for a search per key. */
+static inline int span_contains_any(Span s, const char *const *keys) {
+    const unsigned char *start = s.p, *end = s.p + s.n, *at = s.p;
+    while (at < end && (at = memchr(at, 0x01, (size_t)(end - at))) != NULL) {
+        Py_ssize_t upto = at - start + 1; /* bytes up to and including this \x01 */
+        for (int k = 0; keys[k]; k++) {
+            Py_ssize_t m = (Py_ssize_t)strlen(keys[k]);
+            if (m <= upto && memcmp(at + 1 - m, keys[k], (size_t)m) == 0) return 1;
+        }
+        at++;
+    }
+    return 0;
+}
+
+static const char *const STAMPED_KEYS[] = {"MSG_REGION\x01", "TRACE_ON\x01", NULL};
+static const char *const CLUSTER_KEY[] = {"CLUSTER\x01", NULL};
+
+/* Whether appending the non-empty send stamp (MSG_REGION, TRACE_ON) to `s`
+ * would leave a second item of its keys: the general path replaces them
+ * (the twin is property_text.holds_stamped_key). */
+static inline int holds_stamped_key(Span s, Span stamp) {
+    return stamp.n > 0 && span_contains_any(s, STAMPED_KEYS);
 }
 
 /* The property string kept as sent: ASCII, every item `key\x01value\x02`

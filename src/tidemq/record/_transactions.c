@@ -183,14 +183,14 @@ static Py_ssize_t half_properties(const Span *pieces, int npieces, Span topic, S
 }
 
 typedef struct {
-    Span pieces[2];
+    Span pieces[3];
     int npieces, add_group;
     Span key;
     Py_ssize_t props_len, size;
 } HalfPlan;
 
 static PyObject *encode_half_records(PyObject *self, PyObject *args) {
-    Py_buffer body, half_topic, real_topic, group, born_host, store_host, cluster;
+    Py_buffer body, half_topic, real_topic, group, born_host, store_host, cluster, stamp = {0};
     int real_qid, sys_flag, born_port, store_port;
     long long first_queue_offset, physical_offset, born_ts, store_ts;
     Py_ssize_t room, max_body;
@@ -198,15 +198,17 @@ static PyObject *encode_half_records(PyObject *self, PyObject *args) {
     Entry *entries = NULL;
     HalfPlan *plans = NULL;
     Out index = {0}, ids = {0};
-    if (!PyArg_ParseTuple(args, "y*y*y*iy*LLnniLy*iLy*iy*:encode_half_records", &body,
+    if (!PyArg_ParseTuple(args, "y*y*y*iy*LLnniLy*iLy*iy*|y*:encode_half_records", &body,
                           &half_topic, &real_topic, &real_qid, &group, &first_queue_offset,
                           &physical_offset, &room, &max_body, &sys_flag, &born_ts, &born_host,
-                          &born_port, &store_ts, &store_host, &store_port, &cluster))
+                          &born_port, &store_ts, &store_host, &store_port, &cluster, &stamp))
         return NULL;
     Span topic = buffer_span(&half_topic), real = buffer_span(&real_topic);
     Span group_s = buffer_span(&group), cluster_s = buffer_span(&cluster);
+    Span stamp_s = buffer_span(&stamp);
     if (topic.n == 0 || topic.n > MAX_V1_TOPIC || !span_ascii(topic) || !host_ok(&born_host) ||
         !host_ok(&store_host) || cluster_s.n > MAX_PROPS || !plain_well_formed(cluster_s) ||
+        stamp_s.n > MAX_PROPS || !plain_well_formed(stamp_s) ||
         real.n == 0 || !plain_value(real) || !plain_value(group_s) || real_qid < 0)
         goto general;
     char qid_text[16];
@@ -226,12 +228,13 @@ static PyObject *encode_half_records(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < count; i++) {
         Span raw = {b + entries[i].props_start, entries[i].props_len};
         if (!plain_well_formed(raw) || entries[i].body_len > max_body) goto general;
-        for (int k = 0; HALF_DIVERTING_KEYS[k]; k++)
-            if (span_contains(raw, HALF_DIVERTING_KEYS[k])) goto general;
+        if (span_contains_any(raw, HALF_DIVERTING_KEYS)) goto general;
+        if (holds_stamped_key(raw, stamp_s)) goto general;
         HalfPlan *plan = &plans[i];
         plan->pieces[0] = raw;
         plan->npieces = 1;
-        if (!span_contains(raw, "CLUSTER\x01")) plan->pieces[plan->npieces++] = cluster_s;
+        if (!span_contains_any(raw, CLUSTER_KEY)) plan->pieces[plan->npieces++] = cluster_s;
+        if (stamp_s.n) plan->pieces[plan->npieces++] = stamp_s;
         Span key = {NULL, 0}, pgroup = {NULL, 0}, v;
         int has_key = 0, has_group = 0;
         for (int k = 0; k < plan->npieces; k++) {
@@ -326,6 +329,7 @@ done:
     PyBuffer_Release(&born_host);
     PyBuffer_Release(&store_host);
     PyBuffer_Release(&cluster);
+    PyBuffer_Release(&stamp);
     return result;
 }
 
@@ -714,7 +718,8 @@ static PyMethodDef methods[] = {
     {"encode_half_records", encode_half_records, METH_VARARGS,
      "encode_half_records(body, half_topic, real_topic, real_queue_id, producer_group,"
      " first_queue_offset, physical_offset, room, max_body_size, sys_flag, born_ts, born_host,"
-     " born_port, store_ts, store_host, store_port, cluster_property)"
+     " born_port, store_ts, store_host, store_port, cluster_property,"
+     " stamp_properties=b'')"
      " -> (records, cq_entries, index_entries, msg_ids, count, {tags_code: last queue offset},"
      " index_bound) | None"},
     {"encode_end_records", encode_end_records, METH_VARARGS,

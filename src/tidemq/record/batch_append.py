@@ -10,7 +10,10 @@ The result, for a batch of `count` messages of one queue:
 
 - `records`: the commitlog records laid back to back from `physical_offset`,
   queue offsets from `first_queue_offset`, the broker's CLUSTER property
-  appended to each property string that has none;
+  appended to each property string that has none, then `stamp` (the broker's
+  MSG_REGION and TRACE_ON) appended to every one (apache/rocketmq 4.8 to
+  5.3.3 append a batch's outer properties, these among them, to each message:
+  CommitLog.MessageExtEncoder.encode(MessageExtBatch), MessageExtEncoder from 5.1);
 - `cq_entries`: the consumequeue entries, 20 bytes each (offset, size, tags code);
 - `index_entries`: 12 bytes per index entry (int64 physical offset, int32 key
   hash), a message's unique key first, then each of its keys, without repeats;
@@ -21,7 +24,8 @@ The result, for a batch of `count` messages of one queue:
 
 None means "take the general path": an entry is malformed, or a property
 string is not plain well-formed ASCII, or it holds a key the broker must act
-on (a delay level, a transaction flag, a delivery time), or the topic needs
+on (a delay level, a transaction flag, a delivery time) or a key of the
+non-empty stamp (which the general path replaces), or the topic needs
 the v2 layout. The general path then stores or refuses the batch with the
 full checks and remarks.
 """
@@ -40,6 +44,7 @@ from tidemq.record.property_text import (
     CLUSTER_KEY,
     CQ_ENTRY,
     INDEX_ENTRY,
+    holds_stamped_key,
     index_hashes,
     last_value,
     plain_well_formed,
@@ -84,9 +89,11 @@ def encode_batch_records(
     store_host: bytes,
     store_port: int,
     cluster_property: bytes,
+    stamp_properties: bytes = b"",
 ) -> BatchRecords | tuple[bytes, bytes, bytes, str, int, dict[int, int]] | None:
     """See the module docstring (the reference the compiled twin follows)."""
     cluster = cluster_property.decode("latin-1")
+    stamp = stamp_properties.decode("latin-1")
     if (
         not topic.isascii()
         or len(topic) > 127
@@ -94,6 +101,8 @@ def encode_batch_records(
         or len(store_host) not in (4, 16)
         or len(cluster) > MAX_PROPERTIES_LENGTH
         or not plain_well_formed(cluster)
+        or len(stamp) > MAX_PROPERTIES_LENGTH
+        or not plain_well_formed(stamp)
     ):
         return None
     try:
@@ -104,9 +113,14 @@ def encode_batch_records(
         return None
     for entry in entries:
         raw = entry.properties
-        if not plain_well_formed(raw) or any(key in raw for key in _DIVERTING_KEYS):
+        if (
+            not plain_well_formed(raw)
+            or any(key in raw for key in _DIVERTING_KEYS)
+            or holds_stamped_key(raw, stamp)
+        ):
             return None
-        if CLUSTER_KEY not in raw and len(raw) + len(cluster) > MAX_PROPERTIES_LENGTH:
+        added = len(stamp) + (0 if CLUSTER_KEY in raw else len(cluster))
+        if len(raw) + added > MAX_PROPERTIES_LENGTH:
             return None
     topic_text = topic.decode("ascii")
     records: list[bytes] = []
@@ -118,7 +132,7 @@ def encode_batch_records(
     offset = physical_offset
     for position, entry in enumerate(entries):
         raw = entry.properties
-        stored = raw if CLUSTER_KEY in raw else raw + cluster
+        stored = (raw if CLUSTER_KEY in raw else raw + cluster) + stamp
         queue_offset = first_queue_offset + position
         record = encode_record(
             topic,
@@ -170,6 +184,7 @@ _Encoder = Callable[
         int,
         bytes,
         int,
+        bytes,
         bytes,
     ],
     "tuple[bytes, bytes, bytes, str, int, dict[int, int]] | None",

@@ -16,6 +16,12 @@ from tidemq.common import properties as props
 from tidemq.common.hashing import java_string_hash_uncached
 
 CLUSTER_KEY = props.CLUSTER + props.NAME_VALUE_SEPARATOR
+STAMPED_KEYS = (
+    props.MSG_REGION + props.NAME_VALUE_SEPARATOR,
+    props.TRACE_ON + props.NAME_VALUE_SEPARATOR,
+)
+"""The keys of the broker's send stamp: a property string that already holds
+one takes the general path, which replaces it (the builders only append)."""
 CQ_ENTRY = struct.Struct(">qiq")
 """Consumequeue entry: physical offset, size, tags code."""
 INDEX_ENTRY = struct.Struct(">qi")
@@ -74,3 +80,9 @@ def index_hashes(topic: str, parsed: Mapping[str, str]) -> list[int] | None:
                         return None
                     hashes.append(key_hash)
     return hashes
+
+
+def holds_stamped_key(raw: str, stamp: str) -> bool:
+    """Whether appending `stamp` to `raw` would leave a second MSG_REGION or
+    TRACE_ON (the twin of `holds_stamped_key` in _property_text.h)."""
+    return bool(stamp) and any(key in raw for key in STAMPED_KEYS)

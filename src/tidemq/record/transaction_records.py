@@ -18,10 +18,12 @@ every check and remark.
 Halves (`encode_half_records`, for TIDEMQ_SEND_HALF_BATCH): each entry of a
 batch body becomes what `BrokerTransactions.prepare` makes of the stored
 message: in the half topic, queue 0, sysflag without the transaction bits;
-properties as sent, CLUSTER added where there is none, then the items
-REAL_TOPIC, REAL_QID, PGROUP (when there is none, or an empty one) and
-__transactionId__ (= UNIQ_KEY) replaced at the end (`edit_properties`).
-A message without UNIQ_KEY needs an id made: general path.
+properties as sent, CLUSTER added where there is none, the broker's send
+stamp (MSG_REGION, TRACE_ON) appended, then the items REAL_TOPIC, REAL_QID,
+PGROUP (when there is none, or an empty one) and __transactionId__
+(= UNIQ_KEY) replaced at the end (`edit_properties`). A message without
+UNIQ_KEY needs an id made, one that holds a stamped key needs it replaced:
+general path.
 
 Ends (`encode_end_records`, for TIDEMQ_END_TRANSACTIONS): each item
 (commit-log offset, half-queue offset, commit?) names a half, read from the
@@ -50,6 +52,7 @@ from tidemq.record.property_text import (
     CLUSTER_KEY,
     CQ_ENTRY,
     INDEX_ENTRY,
+    holds_stamped_key,
     index_hashes,
     plain_well_formed,
 )
@@ -164,9 +167,11 @@ def encode_half_records(
     store_host: bytes,
     store_port: int,
     cluster_property: bytes,
+    stamp_properties: bytes = b"",
 ) -> HalfRecords | tuple[bytes, bytes, bytes, str, int, dict[int, int], int] | None:
     """See the module docstring (the reference the compiled twin follows)."""
     cluster = cluster_property.decode("latin-1")
+    stamp = stamp_properties.decode("latin-1")
     if (
         not half_topic
         or len(half_topic) > _MAX_V1_TOPIC
@@ -175,6 +180,8 @@ def encode_half_records(
         or len(store_host) not in (4, 16)
         or len(cluster) > MAX_PROPERTIES_LENGTH
         or not plain_well_formed(cluster)
+        or len(stamp) > MAX_PROPERTIES_LENGTH
+        or not plain_well_formed(stamp)
         or not real_topic
         or not _plain_value(real_topic)
         or not _plain_value(producer_group)
@@ -198,9 +205,10 @@ def encode_half_records(
             not plain_well_formed(raw)
             or len(entry.body) > max_body_size
             or any(key in raw for key in _HALF_DIVERTING_KEYS)
+            or holds_stamped_key(raw, stamp)
         ):
             return None
-        properties = raw if CLUSTER_KEY in raw else raw + cluster
+        properties = (raw if CLUSTER_KEY in raw else raw + cluster) + stamp
         parsed = decode_properties(properties)
         key = parsed.get(props.UNIQ_KEY)
         if not key:

@@ -72,6 +72,7 @@ from tidemq.broker.long_polling import recheck_interval_s
 from tidemq.broker.service import BrokerService
 from tidemq.broker.slave_sync import SlaveSync
 from tidemq.broker.sql_filter import sql92_message_filter
+from tidemq.broker.timer_progress import MASTER_PROGRESS_FILE
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MAX_MESSAGE_SIZE
 from tidemq.common.rpc_stats import RpcStats
@@ -492,6 +493,7 @@ class Broker:
                 groups=service.groups,
                 offsets=service.offsets,
                 delay_progress=config.config_dir / DELAY_PROGRESS_FILE,
+                timer_progress=config.config_dir / MASTER_PROGRESS_FILE,
                 own_address=lambda: self.address,
                 interval_s=config.slave_sync_interval_s,
             )

@@ -104,6 +104,10 @@ class BatchToStore:
     born_port: int = 0
     cluster_property: bytes = b""
     """`CLUSTER\x01<name>\x02`, appended to a property string without CLUSTER."""
+    stamp: bytes = b""
+    """Properties appended to every property string after the cluster (the
+    broker's MSG_REGION and TRACE_ON); a string that already holds one of
+    those keys takes the general path, which replaces them."""
 
 
 @dataclass(slots=True, frozen=True)

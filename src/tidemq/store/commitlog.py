@@ -288,6 +288,7 @@ class CommitLog:
             self.store_host,
             self.store_port,
             batch.cluster_property,
+            batch.stamp,
         )
         if encoded is None:
             return None

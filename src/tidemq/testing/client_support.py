@@ -12,8 +12,10 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from tidemq.client._core.rebalance import ConsumeFromWhere
 from tidemq.client.admin import AdminClient
 from tidemq.client.consumer.pull_api import PullStatus, pull_message
+from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.instance import ClientConfig, ClientInstance
 from tidemq.client.model import SendStatus
@@ -29,6 +31,7 @@ __all__ = [
     "produce",
     "read_queue",
     "read_topic",
+    "traced_push_consumer",
 ]
 
 GRPC_STREAMING = frozenset({"ReceiveMessage", "PullMessage"})
@@ -147,3 +150,20 @@ def grpc_send_request(topic: str, body: bytes, **system: Any) -> Any:
             )
         ]
     )
+
+
+def traced_push_consumer(
+    namesrv: str, group: str, topic: str, listener: Any, **options: Any
+) -> AsyncPushConsumer:
+    """A push consumer of `topic` from its first offset, writing message traces
+    (`enable_trace`), not started; `options` go to AsyncPushConsumer."""
+    consumer = AsyncPushConsumer(
+        group,
+        namesrv,
+        listener=listener,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        enable_trace=True,
+        **options,
+    )
+    consumer.subscribe(topic)
+    return consumer

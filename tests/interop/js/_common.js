@@ -112,7 +112,7 @@ function newConsumer(opts, who, extra) {
 const SYSTEM_PROPERTIES = new Set([
   '', 'TAGS', 'KEYS', 'MIN_OFFSET', 'MAX_OFFSET', 'ORIGIN_MESSAGE_ID', 'RETRY_TOPIC',
   'REAL_TOPIC', 'REAL_QID', 'DELAY', 'WAIT', 'CLUSTER', 'UNIQ_KEY', 'RECONSUME_TIME',
-  'MAX_RECONSUME_TIMES', '__SHARDING_KEY',
+  'MAX_RECONSUME_TIMES', '__SHARDING_KEY', 'MSG_REGION', 'TRACE_ON',
 ]);
 
 function userProperties(props) {
@@ -155,6 +155,9 @@ function messageFields(msg) {
     bornTimestamp: msg.bornTimestamp,
     storeTimestamp: msg.storeTimestamp,
     realTopic: props.REAL_TOPIC === undefined ? null : props.REAL_TOPIC,
+    // the broker's send stamp (MSG_REGION, TRACE_ON), as stored
+    msgRegion: props.MSG_REGION === undefined ? null : props.MSG_REGION,
+    traceOn: props.TRACE_ON === undefined ? null : props.TRACE_ON,
     properties: userProperties(props),
   }, bodyFields(msg.body));
 }

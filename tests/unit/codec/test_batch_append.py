@@ -26,7 +26,24 @@ ASCII_TEXT = st.text(
     alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=0, max_size=12
 )
 KEYS = st.sampled_from(
-    ["TAGS", "KEYS", "UNIQ_KEY", "a", "b", "WAIT", "CLUSTER", "DELAY", "TRAN_MSG", "TIMER_DELAY_MS"]
+    [
+        "TAGS",
+        "KEYS",
+        "UNIQ_KEY",
+        "a",
+        "b",
+        "WAIT",
+        "CLUSTER",
+        "DELAY",
+        "TRAN_MSG",
+        "TIMER_DELAY_MS",
+        "MSG_REGION",
+        "TRACE_ON",
+    ]
+)
+STAMP = b"MSG_REGION\x01DefaultRegion\x02TRACE_ON\x01true\x02"
+STAMPS = st.sampled_from(
+    [STAMP, b"", b"MSG_REGION\x01eu-1\x02TRACE_ON\x01false\x02", "MSG_REGION\x01é\x02".encode()]
 )
 
 
@@ -80,6 +97,7 @@ def arguments(draw: st.DrawFn) -> tuple[object, ...]:
         draw(HOSTS),
         draw(st.integers(0, 65535)),
         draw(st.sampled_from([b"CLUSTER\x01DefaultCluster\x02", b"", "CLUSTER\x01ü\x02".encode()])),
+        draw(STAMPS),
     )
 
 
@@ -169,10 +187,13 @@ def test_reference_matches_the_record_codec() -> None:
         b"\x0a\x00\x00\x01",
         10911,
         b"CLUSTER\x01C1\x02",
+        b"MSG_REGION\x01eu-1\x02TRACE_ON\x01false\x02",
     )
     assert encoded is not None
     records, cq, index, ids, count, tags = encoded
     decoded = decode_records(records)
+    assert all(m.properties["MSG_REGION"] == "eu-1" for m in decoded)
+    assert all(m.properties["TRACE_ON"] == "false" for m in decoded)
     assert count == len(decoded) == 5
     offsets = [m.commit_log_offset for m in decoded]
     assert [m.queue_offset for m in decoded] == list(range(10, 15))
@@ -198,3 +219,64 @@ def test_keys_the_broker_acts_on_divert_to_the_general_path(key: str) -> None:
     assert batch_append.encode_batch_records(*args) is None
     if COMPILED is not None:
         assert COMPILED.encode_batch_records(*args) is None
+
+
+@pytest.mark.parametrize("key", ["MSG_REGION", "TRACE_ON"])
+def test_a_stamped_key_the_client_set_goes_to_the_general_path(key: str) -> None:
+    """The general path replaces it (Java's put); the encoders only append."""
+    body = encode_batch([Message("T", b"x", properties={key: "client"})])
+    head = (body, b"T", 0, 0, 0, 0, 0, b"\x7f\x00\x00\x01", 1, 0, b"\x7f\x00\x00\x01", 2, b"")
+    encoders = [batch_append.encode_batch_records]
+    if COMPILED is not None:
+        encoders.append(COMPILED.encode_batch_records)
+    for encode in encoders:
+        assert encode(*head, STAMP) is None
+        unstamped = encode(*head)  # nothing to replace without a stamp
+        assert unstamped is not None
+        [message] = decode_records(unstamped[0])
+        assert message.properties[key] == "client"
+
+
+def test_every_record_ends_with_the_stamp() -> None:
+    messages = [Message("T", b"x", properties={"a": str(i)}) for i in range(3)]
+    messages.append(Message("T", b"y", properties={props.CLUSTER: "Own"}))
+    args = (encode_batch(messages), b"T", 0, 0, 0, 0, 0, b"\x7f\x00\x00\x01", 1, 0)
+    encoded = batch_append.encode_batch_records(
+        *args, b"\x7f\x00\x00\x01", 2, b"CLUSTER\x01C\x02", STAMP
+    )
+    assert encoded is not None
+    for record in decode_records(encoded[0]):
+        assert record.properties["MSG_REGION"] == "DefaultRegion"
+        assert record.properties["TRACE_ON"] == "true"
+    raw_tails = [r for r in encoded[0].split(b"\x02MSG_REGION")[1:]]
+    assert len(raw_tails) == 4  # once per record, after its own items and the cluster
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "XDELAY\x011\x02",  # a key ending in a diverting key: found as a substring
+        "a\x01v\x02preTRACE_ON\x01x\x02",
+        "XMSG_REGION\x01x\x02TAGS\x01t\x02",
+        "a\x01MSG_REGION\x02",  # a value, not followed by \x01: not the key
+        "ACLUSTER\x01own\x02",
+        "TAGS\x01CLUSTER\x02",
+    ],
+)
+def test_keys_are_found_as_substrings_by_both(raw: str) -> None:
+    """The compiled one-pass key search finds what `key in raw` finds."""
+    properties = raw.encode()
+    body = b"".join(
+        [
+            struct.pack(">iiiii", 22 + 1 + len(properties), 0, 0, 0, 1),
+            b"x",
+            struct.pack(">h", len(properties)),
+            properties,
+        ]
+    )
+    host = b"\x7f\x00\x00\x01"
+    args = (body, b"T", 0, 0, 0, 0, 0, host, 1, 0, host, 2, b"CLUSTER\x01C\x02", STAMP)
+    if COMPILED is not None:
+        _same(args)
+    decline = "DELAY\x01" in raw or "TRACE_ON\x01" in raw or "MSG_REGION\x01" in raw
+    assert (batch_append.encode_batch_records(*args) is None) == decline

@@ -44,6 +44,8 @@ KEYS = st.sampled_from(
         "TRAN_MSG",
         "DELAY",
         "TIMER_DELAY_MS",
+        "MSG_REGION",
+        "TRACE_ON",
         "a",
     ]
 )
@@ -128,6 +130,12 @@ def half_arguments(draw: st.DrawFn) -> tuple[object, ...]:
         draw(HOSTS),
         draw(st.integers(0, 65535)),
         pick(draw, b"CLUSTER\x01DefaultCluster\x02", [b"", "CLUSTER\x01ü\x02".encode()], clean),
+        pick(
+            draw,
+            b"MSG_REGION\x01DefaultRegion\x02TRACE_ON\x01true\x02",
+            [b"", b"MSG_REGION\x01eu-1\x02TRACE_ON\x01false\x02", b"TRACE_ON\x01\x01\x02"],
+            clean,
+        ),
     )
 
 

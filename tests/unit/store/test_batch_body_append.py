@@ -11,12 +11,15 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from tidemq.broker.processors.send import send_stamp, stamped
 from tidemq.common import properties as props
 from tidemq.common.clock import ManualClock
-from tidemq.common.message import Message
+from tidemq.common.message import Message, MessageExt
 from tidemq.record import batch_append
-from tidemq.record.codec import encode_batch, split_batch
+from tidemq.record.codec import decode_records, encode_batch, split_batch
 from tidemq.record.native import compiled
 from tidemq.store.api import BatchToStore, MessageToStore, PutStatus
 from tidemq.store.config import StoreConfig
@@ -25,6 +28,7 @@ from tidemq.store.filters import TagFilter
 from tidemq.testing.stores import small_config
 
 CLUSTER = b"CLUSTER\x01DefaultCluster\x02"
+STAMP = send_stamp("eu-1", True)
 BORN = (1_700_000_000_123, b"\x0a\x00\x00\x07", 40000)
 
 
@@ -39,6 +43,8 @@ def _batches(seed: int) -> list[tuple[int, bytes]]:
                 properties[props.KEYS] = f"k{n} k{i} k{n}"
             if rng.random() < 0.1:
                 properties[props.CLUSTER] = "Elsewhere"
+            if rng.random() < 0.03:  # replaced by the stamp, on the general path
+                properties[rng.choice([props.MSG_REGION, props.TRACE_ON])] = "client"
             messages.append(
                 Message(
                     "Orders", rng.randbytes(rng.randrange(1, 3000)), flag=i, properties=properties
@@ -48,7 +54,7 @@ def _batches(seed: int) -> list[tuple[int, bytes]]:
     return batches
 
 
-def _general(queue_id: int, body: bytes) -> list[MessageToStore]:
+def _general(queue_id: int, body: bytes, stamp: str = STAMP) -> list[MessageToStore]:
     """What the broker's general batch path hands the store."""
     born_ts, born_host, born_port = BORN
     cluster = CLUSTER.decode()
@@ -57,7 +63,12 @@ def _general(queue_id: int, body: bytes) -> list[MessageToStore]:
             "Orders",
             queue_id,
             entry.body,
-            entry.properties if "CLUSTER\x01" in entry.properties else entry.properties + cluster,
+            stamped(
+                entry.properties
+                if "CLUSTER\x01" in entry.properties
+                else entry.properties + cluster,
+                stamp,
+            ),
             entry.flag,
             0,
             born_ts,
@@ -73,7 +84,9 @@ def _config(root: Path) -> StoreConfig:
     return small_config(root, consumequeue_entries_per_file=16, index_max_count=300)
 
 
-def _write(root: Path, how: str, batches: list[tuple[int, bytes]]) -> list[tuple[int, str]]:
+def _write(
+    root: Path, how: str, batches: list[tuple[int, bytes]], stamp: str = STAMP
+) -> list[tuple[int, str]]:
     clock = ManualClock()
     store = FileMessageStore(_config(root), clock=clock)
     store.open()
@@ -82,7 +95,7 @@ def _write(root: Path, how: str, batches: list[tuple[int, bytes]]) -> list[tuple
         for queue_id, body in batches:
             clock.advance(0.007)
             if how == "general":
-                result = asyncio.run(store.put_messages(_general(queue_id, body)))
+                result = asyncio.run(store.put_messages(_general(queue_id, body, stamp)))
                 assert result.ok
                 answers.append(
                     (result.results[0].queue_offset, ",".join(r.msg_id for r in result.results))
@@ -92,12 +105,20 @@ def _write(root: Path, how: str, batches: list[tuple[int, bytes]]) -> list[tuple
                 fast = asyncio.run(
                     store.put_batch(
                         BatchToStore(
-                            "Orders", queue_id, body, 0, born_ts, born_host, born_port, CLUSTER
+                            "Orders",
+                            queue_id,
+                            body,
+                            0,
+                            born_ts,
+                            born_host,
+                            born_port,
+                            CLUSTER,
+                            stamp.encode(),
                         )
                     )
                 )
                 if fast is None:  # a batch that crosses a commitlog file: general path
-                    result = asyncio.run(store.put_messages(_general(queue_id, body)))
+                    result = asyncio.run(store.put_messages(_general(queue_id, body, stamp)))
                     answers.append(
                         (result.results[0].queue_offset, ",".join(r.msg_id for r in result.results))
                     )
@@ -153,5 +174,59 @@ def test_a_store_written_by_batches_reads_back_after_reopening(tmp_path: Path) -
             assert len(page.buffers) == min(count, len(page.buffers)) > 0
         found = store.query_by_unique_key("Orders", "U3-0")
         assert len(found.buffers) == 1
+    finally:
+        store.close()
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    st.integers(0, 2**32),
+    st.integers(1, 40),
+    st.sampled_from(["DefaultRegion", "eu-1", "r"]),
+    st.booleans(),
+)
+def test_compiled_and_python_encoders_write_the_same_store_files(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, count: int, region: str, trace_on: bool
+) -> None:
+    """Generated batches, a generated send stamp: the compiled encoder and its
+    Python twin leave byte-identical store files and answer the same."""
+    native = compiled("_append")
+    if native is None:
+        pytest.skip("compiled core switched off")
+    batches = _batches(seed)[:count]
+    stamp = send_stamp(region, trace_on)
+    answers, files, roots = {}, {}, {}
+    for name, encoder in (
+        ("compiled", native.encode_batch_records),
+        ("python", batch_append.encode_batch_records),
+    ):
+        root = roots[name] = tmp_path_factory.mktemp(name)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(batch_append, "encode", encoder)
+            answers[name] = _write(root, "fast", batches, stamp)
+        files[name] = _files(root)
+    assert answers["compiled"] == answers["python"]
+    assert files["compiled"] == files["python"]
+    stored = _read_all(roots["python"])
+    assert len(stored) == sum(len(split_batch(body)) for _, body in batches)
+    expected = (region, "true" if trace_on else "false")
+    assert {(m.properties[props.MSG_REGION], m.properties[props.TRACE_ON]) for m in stored} == {
+        expected
+    }
+
+
+def _read_all(root: Path) -> list[MessageExt]:
+    store = FileMessageStore(_config(root), clock=ManualClock())
+    store.open()
+    try:
+        found: list[MessageExt] = []
+        for queue_id in range(4):
+            page = store.get_messages("g", "Orders", queue_id, 0, 10_000, TagFilter())
+            found += decode_records(page.body())
+        return found
     finally:
         store.close()

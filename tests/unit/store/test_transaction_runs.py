@@ -73,6 +73,8 @@ def _message(rng: random.Random, topic: str, n: int) -> Message:
         properties[props.CLUSTER] = "Elsewhere"
     if rng.random() < 0.02:
         properties[props.DELAY] = "0"  # allowed; the general path keeps it
+    if rng.random() < 0.03:  # the broker's stamp replaces it, on the general path
+        properties[rng.choice([props.MSG_REGION, props.TRACE_ON])] = "set-by-client"
     return Message(topic, rng.randbytes(rng.randrange(1, 2500)), flag=n, properties=properties)
 
 
@@ -253,6 +255,10 @@ def test_a_store_written_by_runs_reads_back_after_a_restart(
         for message in committed:
             assert sysflag.transaction_value(message.sys_flag) == sysflag.TRANSACTION_COMMIT_TYPE
             assert message.properties[props.REAL_TOPIC] == message.topic
+            # the committed copy keeps the half's send stamp (EndTransactionProcessor
+            # copies the half's properties; nothing stamps them again)
+            assert message.properties[props.MSG_REGION] == "DefaultRegion"
+            assert message.properties[props.TRACE_ON] == "true"
             key = message.properties[props.UNIQ_KEY]
             assert key in tx.ledger
             found = store.query_by_unique_key(message.topic, key)

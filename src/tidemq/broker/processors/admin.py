@@ -33,6 +33,8 @@ from tidemq.broker.remoting import (
 )
 from tidemq.broker.requests import BrokerError, message_queue_key
 from tidemq.broker.stats import BrokerStats
+from tidemq.broker.timer_progress import encode_progress, read_progress
+from tidemq.broker.timers import TIMER_DIRECTORY
 from tidemq.broker.topics import TopicConfig, TopicConfigManager, TopicError
 from tidemq.common.clock import Clock
 from tidemq.common.names import validate_topic_name
@@ -54,6 +56,7 @@ from tidemq.protocol.headers import (
     decode_header,
 )
 from tidemq.store.api import MessageStore
+from tidemq.timer.checkpoint import TimerCheckpointError
 from tidemq.transport import Connection
 
 __all__ = ["VERSION_DESC", "AdminProcessor", "StoreInfo"]
@@ -137,6 +140,7 @@ class AdminProcessor:
             RequestCode.GET_CONSUME_STATS: self.handle_get_consume_stats,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.handle_get_all_consumer_offset,
             RequestCode.GET_ALL_DELAY_OFFSET: self.handle_get_all_delay_offset,
+            RequestCode.GET_TIMER_CHECK_POINT: self.handle_get_timer_check_point,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.handle_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.handle_get_broker_runtime_info,
             RequestCode.GET_BROKER_CONFIG: self.handle_get_broker_config,
@@ -276,6 +280,16 @@ class AdminProcessor:
         if self.delay_offsets is None:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
         return ok(request, body=self.delay_offsets().encode())
+
+    async def handle_get_timer_check_point(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        """The timer progress a slave copies (AdminBrokerProcessor.getTimerCheckPoint)."""
+        try:
+            progress = read_progress(self.config.store_dir / TIMER_DIRECTORY)
+        except (TimerCheckpointError, OSError) as exc:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+        return ok(request, body=encode_progress(progress))
 
     async def handle_reset_offset(
         self, request: RemotingCommand, connection: Connection

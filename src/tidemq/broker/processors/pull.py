@@ -21,6 +21,13 @@ from tidemq.broker.long_polling import LongPollingService, hold_time_s
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.remoting import RequestHandler, ok
 from tidemq.broker.requests import BrokerError, PullRequest, PullResult, pull_code
+from tidemq.broker.slave_read import (
+    in_memory_limit,
+    slave_pull_answer,
+    suggest_pulling_from_slave,
+    suggest_which_broker_id,
+    total_physical_memory,
+)
 from tidemq.broker.stats import BrokerStats
 from tidemq.common import sysflag
 from tidemq.ha.config import BrokerRole
@@ -80,6 +87,12 @@ class PullProcessor:
         self.long_polling = long_polling
         self.checks = checks
         self._slave = config.broker_role is BrokerRole.SLAVE
+        fixed_limit = config.access_message_in_memory_max_bytes
+        self._in_memory_limit = (
+            fixed_limit
+            if fixed_limit is not None
+            else in_memory_limit(total_physical_memory(), config.access_message_in_memory_max_ratio)
+        )
 
     def handlers(self) -> dict[int, RequestHandler]:
         return {
@@ -224,8 +237,11 @@ class PullProcessor:
 
     # -- pull ----------------------------------------------------------------------------
 
-    def _pull_filter(self, request: PullRequest) -> MessageFilter | None:
-        """PullMessageProcessor's checks; the filter to read with (None: all)."""
+    def _pull_filter(
+        self, request: PullRequest
+    ) -> tuple[MessageFilter | None, SubscriptionGroupConfig]:
+        """PullMessageProcessor's checks; the filter to read with (None: all)
+        and the group's config."""
         group_config, config = self.checks.readable(request.group, request.topic)
         if not 0 <= request.queue_id < config.read_queue_nums:
             raise BrokerError(
@@ -239,7 +255,7 @@ class PullProcessor:
             expression_type = request.expression_type or EXPRESSION_TAG
         else:
             expression, expression_type = self._registered_subscription(request, group_config)
-        return self.checks.message_filter(expression, expression_type)
+        return self.checks.message_filter(expression, expression_type), group_config
 
     def _registered_subscription(
         self, request: PullRequest, group_config: SubscriptionGroupConfig
@@ -267,7 +283,12 @@ class PullProcessor:
             )
         return subscription.sub_string, subscription.expression_type
 
-    def _read(self, request: PullRequest, message_filter: MessageFilter | None) -> PullResult:
+    def _read(
+        self,
+        request: PullRequest,
+        message_filter: MessageFilter | None,
+        group_config: SubscriptionGroupConfig,
+    ) -> PullResult:
         max_nums = max(1, min(request.max_msg_nums, MAX_PULL_BATCH))
         get: GetResult = self.store.get_messages(
             request.group,
@@ -280,6 +301,7 @@ class PullProcessor:
         )
         code = pull_code(get.status, request.queue_offset)
         result = PullResult(code, get.next_begin_offset, get.min_offset, get.max_offset)
+        self._suggest(request, get, group_config, result)
         if code == ResponseCode.SUCCESS:
             result.body = get.body()
             result.message_count = get.message_count
@@ -293,10 +315,41 @@ class PullProcessor:
             )
         return result
 
+    def _suggest(
+        self,
+        request: PullRequest,
+        get: GetResult,
+        group_config: SubscriptionGroupConfig,
+        result: PullResult,
+    ) -> None:
+        """suggestWhichBrokerId, and a slave's own answer (tidemq.broker.slave_read)."""
+        slowly = bool(get.physical_offsets) and suggest_pulling_from_slave(
+            self.store.commitlog_max_offset(), get.physical_offsets[-1], self._in_memory_limit
+        )
+        result.suggest_which_broker_id = suggest_which_broker_id(
+            slave_read_enable=self.config.slave_read_enable,
+            pulling_from_slave=slowly,
+            group_broker_id=group_config.broker_id,
+            which_broker_when_consume_slowly=group_config.which_broker_when_consume_slowly,
+        )
+        if self._slave:
+            answer = slave_pull_answer(
+                status=get.status,
+                code=result.code,
+                request_offset=request.queue_offset,
+                next_begin_offset=result.next_begin_offset,
+                suggestion=result.suggest_which_broker_id,
+                group_broker_id=group_config.broker_id,
+                offset_check_in_slave=self.config.offset_check_in_slave,
+            )
+            result.code = answer.code
+            result.next_begin_offset = answer.next_begin_offset
+            result.suggest_which_broker_id = answer.suggest_which_broker_id
+
     async def pull(self, request: PullRequest) -> PullResult:
         """PULL_MESSAGE: read, commit the carried offset, hold when nothing is new."""
-        message_filter = self._pull_filter(request)
-        result = self._read(request, message_filter)
+        message_filter, group_config = self._pull_filter(request)
+        result = self._read(request, message_filter, group_config)
         if sysflag.pull_has_commit_offset(request.sys_flag) and not self._slave:
             # A slave keeps its master's offsets (PullMessageProcessor stores the
             # pull's commit offset only when the broker is not a SLAVE).
@@ -320,7 +373,7 @@ class PullProcessor:
         if held is None:
             return result
         await self.long_polling.wait(held)
-        result = self._read(request, self._pull_filter(request))
+        result = self._read(request, *self._pull_filter(request))
         result.held = True
         return result
 

@@ -73,8 +73,6 @@ __all__ = ["SendProcessor"]
 
 log = logging.getLogger(__name__)
 
-MSG_REGION = "DefaultRegion"
-
 # -- status mappings --------------------------------------------------------------
 
 _PUT_ERRORS: dict[PutStatus, tuple[int, str]] = {
@@ -121,6 +119,33 @@ def _append_property(properties: str, key: str, value: str) -> str:
     if properties and not properties.endswith(props.PROPERTY_SEPARATOR):
         properties += props.PROPERTY_SEPARATOR
     return f"{properties}{key}{props.NAME_VALUE_SEPARATOR}{value}{props.PROPERTY_SEPARATOR}"
+
+
+def send_stamp(region_id: str, trace_on: bool) -> str:
+    """The properties the broker puts on every message stored from a send:
+    MSG_REGION (its region) and TRACE_ON (whether clients trace it), as
+    apache/rocketmq AbstractSendMessageProcessor.buildMsgContext puts
+    brokerConfig.regionId and String.valueOf(brokerConfig.traceOn) into the
+    request's properties (SendMessageProcessor.processRequest calls it for
+    single and batch sends alike)."""
+    trace = "true" if trace_on else "false"
+    return (
+        f"{props.MSG_REGION}{props.NAME_VALUE_SEPARATOR}{region_id}{props.PROPERTY_SEPARATOR}"
+        f"{props.TRACE_ON}{props.NAME_VALUE_SEPARATOR}{trace}{props.PROPERTY_SEPARATOR}"
+    )
+
+
+_UNSTAMPED = {props.MSG_REGION: None, props.TRACE_ON: None}
+
+
+def stamped(properties: str, stamp: str) -> str:
+    """`properties` with `stamp` appended, any MSG_REGION / TRACE_ON the
+    client set dropped first (Java's put replaces them)."""
+    if _has_key(properties, props.MSG_REGION) or _has_key(properties, props.TRACE_ON):
+        properties = props.edit_properties(properties, _UNSTAMPED)
+    elif properties and not properties.endswith(props.PROPERTY_SEPARATOR):
+        properties += props.PROPERTY_SEPARATOR
+    return properties + stamp
 
 
 def _has_key(properties: str, key: str) -> bool:
@@ -211,6 +236,9 @@ class SendProcessor:
         self._valid_topics: set[str] = set()
         """Topic names `validate_topic_name` accepted (a busy broker sees few)."""
         self._slave = config.broker_role is BrokerRole.SLAVE
+        self._stamp = send_stamp(config.region_id, config.trace_on)
+        self._stamp_bytes = self._stamp.encode()
+        self._trace_on = "true" if config.trace_on else "false"
 
     def handlers(self) -> dict[int, RequestHandler]:
         return {
@@ -264,8 +292,8 @@ class SendProcessor:
             "msgId": result.msg_id,
             "queueId": str(result.queue_id),
             "queueOffset": str(result.queue_offset),
-            "MSG_REGION": MSG_REGION,
-            "TRACE_ON": "true",
+            "MSG_REGION": self.config.region_id,
+            "TRACE_ON": self._trace_on,
         }
         if result.transaction_id is not None:
             ext["transactionId"] = result.transaction_id
@@ -410,10 +438,16 @@ class SendProcessor:
             props.decode_properties(properties).get(props.TRAN_MSG) == "true"
         )
 
-    def _stored_properties(self, properties: str) -> str:
+    def _with_cluster(self, properties: str) -> str:
         if _has_key(properties, props.CLUSTER):
             return properties
         return _append_property(properties, props.CLUSTER, self.config.cluster_name)
+
+    def _stored_properties(self, properties: str) -> str:
+        """A sent message's properties as stored: the broker's CLUSTER when it
+        has none, then the send stamp (`send_stamp`). The batch encoders
+        (record.batch_append, record.transaction_records) build the same text."""
+        return stamped(self._with_cluster(properties), self._stamp)
 
     async def send(self, request: SendRequest) -> SendResult:
         """Store one message (SEND_MESSAGE / SEND_MESSAGE_V2)."""
@@ -626,6 +660,7 @@ class SendProcessor:
                 request.born_host,
                 request.born_port,
                 f"{props.CLUSTER}\x01{cluster}\x02".encode(),
+                self._stamp_bytes,
             )
         )
         if result is None:
@@ -698,7 +733,7 @@ class SendProcessor:
             return None
         queue_id = self._queue_for_send(request, config)
         self._check_body(request.body, "the batch body")
-        halves = HalfBatch(request, queue_id, self.config.cluster_name)
+        halves = HalfBatch(request, queue_id, self.config.cluster_name, self._stamp_bytes)
         result = await self.store.put_run(halves)
         if result is None:
             return None
@@ -764,7 +799,10 @@ class SendProcessor:
             level = min(level, len(self.delay_levels_ms))
             if self.scheduler is not None:
                 message = self.scheduler.schedule(message, level)
-        message.properties = self._stored_properties(message.properties)
+        # A copy of a stored message keeps its MSG_REGION / TRACE_ON: Java's
+        # consumerSendMsgBack copies the properties and is not stamped
+        # (processRequest returns before buildMsgContext for it).
+        message.properties = self._with_cluster(message.properties)
         result = await self.store.put_message(message)
         if result.status not in _STORED_CODES:
             raise _put_failure(result)

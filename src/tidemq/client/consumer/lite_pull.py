@@ -69,6 +69,7 @@ from tidemq.client.consumer.offset_store import (
 )
 from tidemq.client.consumer.poll_buffer import PollBuffer, PolledBatch, QueueGate
 from tidemq.client.consumer.pull_api import PullStatus, pull_message
+from tidemq.client.consumer.pull_nodes import PullNodeTable
 from tidemq.client.consumer.rebalancer import Rebalancer
 from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.errors import ClientError
@@ -209,6 +210,8 @@ class AsyncLitePullConsumer(GroupClient):
         self.rebalance_interval_s = rebalance_interval_s
         self.persist_interval_s = persist_interval_s
         self.suspend_ms = SUSPEND_MS
+        self._nodes = PullNodeTable()
+        """Which broker each queue is pulled from next (the brokers' suggestions)."""
         self._store: BrokerOffsetStore | LocalFileOffsetStore
         if message_model is MessageModel.BROADCASTING:
             directory = Path(offset_store_dir) if offset_store_dir is not None else None
@@ -875,6 +878,7 @@ class AsyncLitePullConsumer(GroupClient):
                 offset=offset,
                 max_nums=self.pull_batch_size,
                 suspend_ms=self.suspend_ms,
+                nodes=self._nodes,
             )
         except ClientError as exc:
             log.warning("%s: pulling %s failed: %s", self._group, _describe(state.mq), exc)

@@ -139,7 +139,13 @@ class _MemoryTable:
 
 
 class BrokerOffsetStore(_MemoryTable):
-    """The group's offsets on the brokers (clustering consumers)."""
+    """The group's offsets on the brokers (clustering consumers).
+
+    Read from and committed to the queue's master; while the master is not
+    in the route, to one of its slaves (RemoteBrokerOffsetStore,
+    findBrokerAddressInSubscribe). The offsets held here are committed to the
+    master again once it is back, so it takes over what was consumed from the
+    slave meanwhile."""
 
     def __init__(self, instance: ClientInstance, group: str) -> None:
         super().__init__()
@@ -160,7 +166,7 @@ class BrokerOffsetStore(_MemoryTable):
         return offset
 
     async def _query(self, mq: MessageQueue) -> int:
-        address = await self._instance.require_master(mq.broker_name, mq.topic)
+        address = (await self._instance.require_offset_broker(mq.broker_name, mq.topic)).address
         header = QueryConsumerOffsetRequestHeader(
             consumer_group=self._group, topic=mq.topic, queue_id=mq.queue_id
         )
@@ -224,7 +230,7 @@ class BrokerOffsetStore(_MemoryTable):
             raise failures[0]
 
     async def _send(self, mq: MessageQueue, offset: int, *, oneway: bool) -> None:
-        address = await self._instance.require_master(mq.broker_name, mq.topic)
+        address = (await self._instance.require_offset_broker(mq.broker_name, mq.topic)).address
         fields = encode_header(
             UpdateConsumerOffsetRequestHeader(
                 consumer_group=self._group,

@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass, field
 
 from tidemq.client._wire import decode_messages, remark
+from tidemq.client.consumer.pull_nodes import MASTER_ID, PullNodeTable
 from tidemq.client.consumer.subscription import SubscriptionSpec
 from tidemq.client.errors import ClientError
 from tidemq.client.instance import ClientInstance
@@ -85,8 +86,11 @@ async def pull_message(
     suspend_ms: int = DEFAULT_SUSPEND_MS,
     timeout_s: float | None = None,
     send_subscription: bool = True,
+    nodes: PullNodeTable | None = None,
 ) -> PullResult:
-    """Pull up to `max_nums` messages of `mq` from `offset` from its master.
+    """Pull up to `max_nums` messages of `mq` from `offset` from the broker of
+    its group that `nodes` says (the master without it, or a slave when the
+    master is not in the route); the answer's suggestion goes into `nodes`.
 
     `commit_offset` > 0 is carried with the COMMIT_OFFSET flag (the broker
     stores it as the group's offset); `suspend_ms` 0 asks for no long
@@ -106,8 +110,12 @@ async def pull_message(
         suspend_ms=suspend_ms,
         timeout_s=timeout_s,
         send_subscription=send_subscription,
+        nodes=nodes,
     )
-    return pull_result(response, mq=mq, offset=offset, subscription=subscription, address=address)
+    result = pull_result(response, mq=mq, offset=offset, subscription=subscription, address=address)
+    if nodes is not None:
+        nodes.update(mq, result.suggest_which_broker_id)
+    return result
 
 
 async def pull_raw(
@@ -119,6 +127,7 @@ async def pull_raw(
     offset: int,
     max_nums: int = DEFAULT_PULL_BATCH_SIZE,
     suspend_ms: int = DEFAULT_SUSPEND_MS,
+    nodes: PullNodeTable | None = None,
 ) -> tuple[PullResult, bytes]:
     """`pull_message` without decoding: the result (no messages) and the raw
     records, for callers that decode only the fields they need (the Spark
@@ -134,8 +143,11 @@ async def pull_raw(
         suspend_ms=suspend_ms,
         timeout_s=None,
         send_subscription=True,
+        nodes=nodes,
     )
     result = pull_status(response, mq=mq, offset=offset, address=address)
+    if nodes is not None:
+        nodes.update(mq, result.suggest_which_broker_id)
     found = result.status is PullStatus.FOUND
     return result, (response.body or b"") if found else b""
 
@@ -152,7 +164,12 @@ async def _pull(
     suspend_ms: int,
     timeout_s: float | None,
     send_subscription: bool,
+    nodes: PullNodeTable | None,
 ) -> tuple[RemotingCommand, str]:
+    broker_id = nodes.which(mq) if nodes is not None else MASTER_ID
+    found = await instance.require_subscribe_broker(mq.broker_name, mq.topic, broker_id)
+    if found.slave:
+        commit_offset = None  # a slave keeps no offset a pull carries (PullAPIWrapper)
     fields = pull_request_fields(
         group=group,
         mq=mq,
@@ -165,9 +182,10 @@ async def _pull(
     )
     if timeout_s is None:
         timeout_s = pull_timeout(suspend_ms, instance.config.request_timeout_s)
-    address = await instance.require_master(mq.broker_name, mq.topic)
-    response = await instance.invoke(address, RequestCode.PULL_MESSAGE, fields, timeout=timeout_s)
-    return response, address
+    response = await instance.invoke(
+        found.address, RequestCode.PULL_MESSAGE, fields, timeout=timeout_s
+    )
+    return response, found.address
 
 
 def pull_request_fields(

@@ -48,6 +48,7 @@ from tidemq.client._core.process_queue import ProcessQueue
 from tidemq.client.consumer.context import ConsumerContext, ConsumeService
 from tidemq.client.consumer.offset_store import ReadOffsetType
 from tidemq.client.consumer.pull_api import PullStatus, pull_message
+from tidemq.client.consumer.pull_nodes import PullNodeTable
 from tidemq.client.errors import ClientError
 from tidemq.common.message import MessageQueue
 from tidemq.common.tasks import TaskSet
@@ -102,6 +103,8 @@ class PullService:
         self._suspended = False
         self.flow_control_times = 0
         """How often a pull waited for flow control (all queues)."""
+        self.nodes = PullNodeTable()
+        """Which broker each queue is pulled from next (the brokers' suggestions)."""
         self.pulls = 0
         self.messages_pulled = 0
         self.suspended_waits = 0
@@ -249,6 +252,7 @@ class PullService:
             max_nums=settings.pull_batch_size,
             commit_offset=commit_offset,
             suspend_ms=settings.suspend_ms,
+            nodes=self.nodes,
         )
         self.pulls += 1
         if pq.dropped:

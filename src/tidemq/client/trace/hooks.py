@@ -7,9 +7,6 @@ send or listener (a failure is logged), and may run on any thread.
 
 Where tidemq differs, and why:
 
-* a consumed message without MSG_REGION is traced in DefaultRegion: Java
-  drops such records (its dispatcher skips a null region), and only Java
-  brokers stamp the property on stored messages;
 * a batch send records one Pub per message, each under its own msgId, where
   Java records one Pub for the whole batch under the ids joined by "," (which
   no msgId query finds);
@@ -86,6 +83,18 @@ def message_type_of(message: Message) -> TraceMessageType:
 
 def _region(message: Message) -> str:
     return message.properties.get(props.MSG_REGION) or DEFAULT_REGION
+
+
+def _consume_region(traced: Sequence[MessageExt]) -> str | None:
+    """The region of one consumption's records, None: write none.
+
+    ConsumeMessageTraceHookImpl.consumeMessageBefore sets the context's
+    regionId from each traced message's MSG_REGION in turn (so the last one
+    counts, absent or not), and AsyncTraceDispatcher.AsyncAppenderRequest.
+    sendTraceData skips a context whose regionId is null; the SubAfter takes
+    the SubBefore's region, so it goes too. Brokers (Java's, tidemq's) stamp
+    MSG_REGION on every message stored from a send."""
+    return traced[-1].properties.get(props.MSG_REGION)
 
 
 def _keys(message: Message) -> str | None:
@@ -222,12 +231,17 @@ class ConsumeTracer(_Tracer):
         ]
 
     def _before(
-        self, group: str, traced: Sequence[MessageExt], request_id: str, now_ms: int
+        self,
+        group: str,
+        traced: Sequence[MessageExt],
+        region: str,
+        request_id: str,
+        now_ms: int,
     ) -> None:
         records = tuple(
             SubBeforeRecord(
                 timestamp_ms=now_ms,
-                region_id=_region(m),
+                region_id=region,
                 group=group,
                 request_id=request_id,
                 msg_id=m.unique_key or m.msg_id,
@@ -267,12 +281,13 @@ class ConsumeTracer(_Tracer):
 
     def consume_message_before(self, context: ConsumeHookContext) -> None:
         traced = self._traced(context.messages)
-        if not traced:
-            return
+        region = _consume_region(traced) if traced else None
+        if region is None:
+            return  # no SubBefore, hence no SubAfter (no request id below)
         request_id, now_ms = new_request_id(), self.clock.now_ms()
         context.properties[_REQUEST_ID] = request_id
         context.properties[_STARTED_MS] = str(now_ms)
-        self._before(context.group, traced, request_id, now_ms)
+        self._before(context.group, traced, region, request_id, now_ms)
 
     def consume_message_after(self, context: ConsumeHookContext) -> None:
         request_id = context.properties.get(_REQUEST_ID)
@@ -292,10 +307,11 @@ class ConsumeTracer(_Tracer):
         """A batch `poll` returned: SubBefore and SubAfter (success) at once."""
         try:
             traced = self._traced(messages)
-            if not traced:
+            region = _consume_region(traced) if traced else None
+            if region is None:
                 return
             request_id, now_ms = new_request_id(), self.clock.now_ms()
-            self._before(group, traced, request_id, now_ms)
+            self._before(group, traced, region, request_id, now_ms)
             self._after(group, traced, request_id, 0, True, ConsumeReturnType.SUCCESS, now_ms)
         except Exception:
             log.exception("%s: tracing a poll failed", group)

@@ -113,6 +113,8 @@ class Delivery:
     """None while no SubAfter record is known (in progress, or its trace was lost)."""
     return_type: str | None
     """The ConsumeReturnType name: SUCCESS, FAILED, EXCEPTION, RETURNNULL, TIME_OUT."""
+    region_id: str | None = None
+    """The SubBefore's region: the MSG_REGION the broker stamped on the message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,6 +363,7 @@ def _groups(
                     cost_ms=None if paired is None else paired.cost_ms,
                     success=None if paired is None else paired.success,
                     return_type=None if paired is None else _return_type(paired.context_code),
+                    region_id=before.region_id,
                 )
             )
         last = deliveries[-1]

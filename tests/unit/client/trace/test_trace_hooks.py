@@ -201,7 +201,7 @@ def consumed(msg_id: str, reconsume: int = 0, **properties: str) -> MessageExt:
 async def test_a_listener_call_is_sub_before_and_sub_after_per_message(traces: Traces) -> None:
     clock = ManualClock(10_000)
     tracer = ConsumeTracer(traces.dispatcher, clock)
-    batch = [consumed("A", 2, KEYS="ka", MSG_REGION="east"), consumed("B")]
+    batch = [consumed("A", 2, KEYS="ka", MSG_REGION="east"), consumed("B", MSG_REGION="west")]
     context = ConsumeHookContext("G", MessageQueue("Orders", "broker-a", 0), batch, orderly=False)
     tracer.consume_message_before(context)
     clock.advance(0.010)
@@ -212,9 +212,11 @@ async def test_a_listener_call_is_sub_before_and_sub_after_per_message(traces: T
     befores = [r for r in records if isinstance(r, SubBeforeRecord)]
     afters = [r for r in records if isinstance(r, SubAfterRecord)]
     request = befores[0].request_id
+    # one region for the call: the last traced message's (Java sets the
+    # context's regionId from each message in turn)
     assert befores == [
-        SubBeforeRecord(10_000, "east", "G", request, "A", 2, "ka"),
-        SubBeforeRecord(10_000, "DefaultRegion", "G", request, "B", 0, None),
+        SubBeforeRecord(10_000, "west", "G", request, "A", 2, "ka"),
+        SubBeforeRecord(10_000, "west", "G", request, "B", 0, None),
     ]
     # the cost is the call's time divided by its messages (Java)
     assert afters == [
@@ -233,11 +235,28 @@ async def test_untraced_messages_are_left_out(traces: Traces) -> None:
     assert await traces.records() == []
 
 
+async def test_a_consumption_without_a_region_is_not_traced(traces: Traces) -> None:
+    """Java's dispatcher skips a context whose regionId (the last traced
+    message's MSG_REGION) is null: no SubBefore, no SubAfter."""
+    tracer = ConsumeTracer(traces.dispatcher, ManualClock())
+    batch = [consumed("A", MSG_REGION="east"), consumed("B")]
+    context = ConsumeHookContext("G", MessageQueue("Orders", "b", 0), batch, orderly=False)
+    tracer.consume_message_before(context)
+    tracer.consume_message_after(context)
+    tracer.polled("G", batch)
+    tracer.polled("G", [consumed("C")])
+    assert await traces.records() == []
+    # the region of the last message that is traced counts (TRACE_ON=false is skipped)
+    tracer.polled("G", [consumed("D", MSG_REGION="east"), consumed("E", TRACE_ON="false")])
+    before, _ = await traces.records()
+    assert (before.region_id, before.msg_id) == ("east", "D")  # type: ignore[union-attr]
+
+
 async def test_a_poll_is_a_delivery_that_succeeded_at_once(traces: Traces) -> None:
     tracer = ConsumeTracer(traces.dispatcher, ManualClock(7))
-    tracer.polled("Pullers", [consumed("A")])
+    tracer.polled("Pullers", [consumed("A", MSG_REGION="eu-1")])
     before, after = await traces.records()
-    assert before == SubBeforeRecord(7, "DefaultRegion", "Pullers", before.request_id, "A", 0, None)  # type: ignore[union-attr]
+    assert before == SubBeforeRecord(7, "eu-1", "Pullers", before.request_id, "A", 0, None)  # type: ignore[union-attr]
     assert after == SubAfterRecord(before.request_id, "A", 0, True, None, 0, 7, "Pullers")  # type: ignore[union-attr]
 
 
