@@ -9,7 +9,9 @@ dependency all the same.
     1      record            (the stored-record layout and its codecs, compiled and pure)
     2      protocol, filter
     3      store, transport, acl (who may do what: signatures, policies)
-    4      timer, namesrv, client, ha (replication: the HA port, a slave's copy, SYNC_MASTER waits)
+    4      timer, namesrv, client, ha (replication: the HA port, a slave's copy, SYNC_MASTER waits),
+           controller (RocketMQ 5's: elects a master among the in-sync replicas; the
+           name server serves it on its port, wired in by the cli)
     5      broker
     6      grpc, web         (web: /metrics, the JSON API and the dashboard over HTTP)
     7      server            (the composition root: broker + gRPC in one process)
@@ -40,6 +42,7 @@ LAYERS: dict[str, int] = {
     "namesrv": 4,
     "client": 4,
     "ha": 4,
+    "controller": 4,
     "broker": 5,
     "grpc": 6,
     "web": 6,

@@ -14,6 +14,7 @@ from typing import Any
 from tidemq.broker import tls_settings
 from tidemq.broker.slave_read import DEFAULT_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO, in_memory_limit
 from tidemq.common.names import validate_topic_name
+from tidemq.controller.config import parse_addresses
 from tidemq.ha.config import BrokerRole, HaSettings
 from tidemq.store.config import DEFAULT_DELAY_LEVELS, FlushMode
 from tidemq.transport.tls import ServerTls, TlsConfig
@@ -187,6 +188,28 @@ class BrokerConfig:
     ha_listen_port: int | None = None
     """The HA port slaves copy the commitlog from (haListenPort): None is the
     listen port + 1 (a free port when listen_port is 0), 0 a free port."""
+    enable_controller_mode: bool = False
+    """Register and beat to RocketMQ 5's controller (enableControllerMode):
+    it records this replica, elects a master among the in-sync replicas when
+    the master dies, and fences a replaced master (docs/replication.md)."""
+    controller_addr: str = ""
+    """The controllers' addresses, "host:port;host:port" (controllerAddr)."""
+    sync_state_set_check_interval_ms: int = 5000
+    """How often a master checks whether its SyncStateSet should shrink or
+    grow (checkSyncStateSetPeriod)."""
+    ha_max_time_slave_not_catchup_ms: int = 15_000
+    """A member of the SyncStateSet behind the master's end this long is
+    dropped from it (haMaxTimeSlaveNotCatchup)."""
+    ha_advertised_address: str | None = None
+    """The HA address the other replicas are told to copy from, when it is not
+    advertised_host and the HA port (a NAT, or a proxy in a partition test)."""
+    controller_heartbeat_timeout_ms: int = 10_000
+    """A replica silent this long is dead to the controller
+    (controllerHeartBeatTimeoutMills)."""
+    broker_heartbeat_interval_ms: int = 1000
+    """How often the broker beats to every controller (brokerHeartbeatInterval)."""
+    broker_election_priority: int = 2**31 - 1
+    """Lower is elected first among equals (brokerElectionPriority)."""
     ha_master_address: str | None = None
     """A slave's master HA address, host:port (haMasterAddress); None: the one
     the name server answers its registration with."""
@@ -223,6 +246,7 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         self._check_role()
+        self._check_controller()
         if not 10 <= self.timer_precision_ms <= 1000:
             raise ValueError(
                 f"timer_precision_ms={self.timer_precision_ms}: must be 10..1000 milliseconds"
@@ -283,18 +307,55 @@ class BrokerConfig:
             if not (name and colon and password):
                 raise ValueError("auth_init_user: expected NAME:PASSWORD")
 
+    def _check_controller(self) -> None:
+        if not self.enable_controller_mode:
+            return
+        try:
+            addresses = parse_addresses(self.controller_addr)
+        except ValueError as exc:
+            raise ValueError(f"controller_addr: {exc}") from None
+        if not addresses:
+            raise ValueError(
+                'enable_controller_mode needs controller_addr ("host:port;host:port": '
+                "the name servers started with --enable-controller)"
+            )
+        if self.controller_heartbeat_timeout_ms <= self.broker_heartbeat_interval_ms:
+            raise ValueError(
+                f"controller_heartbeat_timeout_ms={self.controller_heartbeat_timeout_ms} must be "
+                f"longer than broker_heartbeat_interval_ms={self.broker_heartbeat_interval_ms}"
+            )
+        if self.broker_heartbeat_interval_ms <= 0:
+            raise ValueError("broker_heartbeat_interval_ms must be > 0")
+        if self.broker_id < 1:
+            raise ValueError(
+                f"broker_id={self.broker_id}: in controller mode broker_id is this replica's id "
+                "within its broker name, 1 and up (the controller's ids start at 1; the "
+                "replica it makes master registers with the name servers as 0)"
+            )
+        if self.listen_port == 0:
+            raise ValueError(
+                "controller mode needs a fixed listen_port: the controller and the other "
+                "replicas know this broker by its address, across role changes and restarts"
+            )
+
+    @property
+    def controller_addresses(self) -> tuple[str, ...]:
+        return parse_addresses(self.controller_addr)
+
     def _check_role(self) -> None:
         raw: object = self.broker_role
         role = raw if isinstance(raw, BrokerRole) else BrokerRole.parse(str(raw))
         object.__setattr__(self, "broker_role", role)  # a name given in Python code
         if self.broker_id < 0:
             raise ValueError(f"broker_id={self.broker_id}: must be 0 (master) or more (slave)")
-        if role is BrokerRole.SLAVE and self.broker_id == 0:
+        if self.enable_controller_mode:
+            pass  # the controller gives the role; broker_id is the replica's id (_check_controller)
+        elif role is BrokerRole.SLAVE and self.broker_id == 0:
             raise ValueError(
                 "broker_role SLAVE with broker_id 0: 0 is the master's id, a slave has "
                 "broker_id 1 or more"
             )
-        if role.is_master and self.broker_id != 0:
+        if role.is_master and self.broker_id != 0 and not self.enable_controller_mode:
             raise ValueError(
                 f"broker_id={self.broker_id} is a slave's id, but broker_role is {role.value}: "
                 'a master has broker_id 0; a slave needs "broker_role": "SLAVE"'

@@ -51,6 +51,7 @@ from tidemq.cli.limits import raise_open_files_limit
 from tidemq.cli.output import console, fail
 from tidemq.common import event_loop
 from tidemq.common.version import __version__
+from tidemq.controller.config import ControllerConfig
 from tidemq.server.allocator import keep_freed_heap
 from tidemq.server.collector import collector_choice, settle_collector
 from tidemq.store.config import FlushMode
@@ -629,6 +630,41 @@ def _grpc_tls_text(tls: ServerTls) -> str:
     help="Serve the name server's /metrics (Prometheus) on this port (0 picks a free "
     "port); default: no HTTP endpoint.",
 )
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    default=None,
+    help="JSON file with the controller's settings: enable_controller_in_namesrv, "
+    "controller_port, controller_peers, controller_dir, scan_not_active_broker_ms, "
+    "enable_elect_unclean_master (the flags below win).",
+)
+@click.option(
+    "--enable-controller",
+    is_flag=True,
+    default=None,
+    help="Run RocketMQ 5's controller inside this name server: brokers with "
+    "enable_controller_mode and controller_addr set to the name servers' addresses "
+    "fail over to an in-sync slave when their master dies.",
+)
+@click.option(
+    "--controller-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="The controller's Raft port (default: the name server's port + 1).",
+)
+@click.option(
+    "--controller-peers",
+    default=None,
+    help="Every controller's Raft address, 'host:port;host:port' (Java's "
+    "controllerDLegerPeers): decisions need a majority of them. Default: this one alone.",
+)
+@click.option(
+    "--controller-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Where the controller keeps its Raft journal (default: controller-data/PORT).",
+)
 @tls_options
 def namesrv(
     port: int,
@@ -636,6 +672,11 @@ def namesrv(
     acl_file: Path | None,
     allow_anonymous: bool,
     http_port: int | None,
+    config_path: Path | None,
+    enable_controller: bool | None,
+    controller_port: int | None,
+    controller_peers: str | None,
+    controller_dir: Path | None,
     tls_mode: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
@@ -648,11 +689,30 @@ def namesrv(
     if acl_file is not None:
         _check_acl_file(acl_file)
     tls = _server_tls(_tls_settings(tls_mode, tls_cert, tls_key, tls_ca, tls_verify_client))
-    _run(lambda: _namesrv(host, port, acl_file, tls, http_port))
+    from tidemq.cli.controller_settings import controller_config
+
+    try:
+        controller = controller_config(
+            config_path,
+            host=host,
+            port=port,
+            enable=enable_controller,
+            raft_port=controller_port,
+            peers=controller_peers,
+            data_dir=controller_dir,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    _run(lambda: _namesrv(host, port, acl_file, tls, http_port, controller))
 
 
 async def _namesrv(
-    host: str, port: int, acl_file: Path | None, tls: ServerTls, http_port: int | None
+    host: str,
+    port: int,
+    acl_file: Path | None,
+    tls: ServerTls,
+    http_port: int | None,
+    controller_settings: ControllerConfig | None = None,
 ) -> None:
     from prometheus_client import CollectorRegistry
 
@@ -663,13 +723,33 @@ async def _namesrv(
 
     rpc = remoting_rpc_stats() if http_port is not None else None
     async with _stop_signals() as stop:
-        server = NameServer(host=host, port=port, acl_file=acl_file, tls=tls, rpc_stats=rpc)
-        await _start("name server", f"{host}:{port}", server.start)
+        controller = None
+        if controller_settings is not None:
+            from tidemq.controller.service import Controller
+
+            controller = Controller(controller_settings)
+            await controller.start()
+        server = NameServer(
+            host=host,
+            port=port,
+            acl_file=acl_file,
+            tls=tls,
+            rpc_stats=rpc,
+            extra_handlers=controller.handlers() if controller is not None else None,
+        )
+        try:
+            await _start("name server", f"{host}:{port}", server.start)
+        except BaseException:
+            if controller is not None:
+                await controller.stop()
+            raise
         http: HttpEndpoint | None = None
         try:
             shown_host = "127.0.0.1" if host in _WILDCARD_HOSTS else host
             address = f"{shown_host}:{server.port}"
             fields = {"namesrv": address}
+            if controller_settings is not None:
+                fields["controller"] = controller_settings.raft_address
             if http_port is not None:
                 registry = CollectorRegistry(auto_describe=True)
                 register_namesrv(registry, server, address, rpc)
@@ -685,6 +765,8 @@ async def _namesrv(
             if http is not None:
                 await http.stop()
             await server.stop()
+            if controller is not None:
+                await controller.stop()
 
 
 # -- tidemq broker ------------------------------------------------------------------------
@@ -770,22 +852,46 @@ def broker(
 async def _broker(config: BrokerConfig) -> None:
     from tidemq.server.broker import Broker
 
+    if config.enable_controller_mode:
+        await _controlled_broker(config)
+        return
     async with _stop_signals() as stop:
         server = Broker(config)
         await _start("broker", f"{config.listen_host}:{config.listen_port}", server.start)
         try:
-            _ready(
-                broker=server.address,
-                name=config.broker_name,
-                cluster=config.cluster_name,
-                role=config.broker_role.value,
-                id=str(config.broker_id),
-                ha=server.ha_address or "",
-                **_optional(server),
-            )
+            _broker_ready(server, config, config.broker_role.value, server.ha_address or "")
             await stop.wait()
         finally:
             await server.stop()
+
+
+def _broker_ready(server: Any, config: BrokerConfig, role: str, ha: str) -> None:
+    """The ready line of a broker (a Broker, the running one of a controller-mode replica)."""
+    _ready(
+        broker=server.address,
+        name=config.broker_name,
+        cluster=config.cluster_name,
+        role=role,
+        id=str(config.broker_id),
+        ha=ha,
+        **_optional(server),
+    )
+
+
+async def _controlled_broker(config: BrokerConfig) -> None:
+    """A replica of a controller-mode broker set: the controller gives its role."""
+    from tidemq.server.controlled import ControlledBroker
+
+    async with _stop_signals() as stop:
+        replica = ControlledBroker(config)
+        await _start("broker", f"{config.listen_host}:{config.listen_port}", replica.start)
+        try:
+            server = replica.broker
+            assert server is not None and replica.role is not None
+            _broker_ready(server, config, replica.role.value, replica.ha_address)
+            await stop.wait()
+        finally:
+            await replica.stop()
 
 
 SERVER_COMMANDS: tuple[click.Command, ...] = (serve, namesrv, broker)

@@ -3,7 +3,9 @@ twin running the same core on a loop thread.
 
 Behaviour follows Java's DefaultMQProducer (4.9.x):
 
-* routes come from the ClientInstance (refreshed every 30 s); a topic the name
+* routes come from the ClientInstance (refreshed every 30 s, and at once when
+  a send fails on its connection or with a retried code: after a controller
+  failover the next attempt goes to the new master); a topic the name
   server does not know is sent along the TBW102 template route, so a broker
   that auto-creates topics creates it;
 * the queue is picked round robin, skipping brokers the latency fault
@@ -98,6 +100,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+ROUTE_REFRESH_AFTER_FAILURE_S = 0.2
+"""A failed send refreshes its topic's route at most this often."""
 T = TypeVar("T")
 
 DEFAULT_CALLER_THREAD_CONNECTIONS = 4
@@ -242,6 +247,7 @@ class AsyncProducer(GroupClient):
             default_topic_queue_nums=default_topic_queue_nums,
         )
         self._publish: dict[str, _PublishInfo] = {}
+        self._refreshed_after_failure: dict[str, float] = {}
         self._route_locks: dict[str, asyncio.Lock] = {}
         self._sends = TaskSet(f"producer {group} async sends")
         self._direct: set[asyncio.Future[SendResult]] = set()
@@ -692,6 +698,8 @@ class AsyncProducer(GroupClient):
                 self._update_fault(broker, end - begin, isolation=True)
                 begin = end
                 last_error = exc
+                if exc.transport_failure or exc.code in RETRY_ON_CODES:
+                    await self._refresh_after_failure(topic)
                 if exc.transport_failure or (retry_codes and exc.code in RETRY_ON_CODES):
                     log.debug("%s: attempt %d failed: %s", self._group, made, exc)
                     continue
@@ -1000,6 +1008,22 @@ class AsyncProducer(GroupClient):
             return select_by_sharding_key(info.queues, sharding_key)
         return None
 
+    async def _refresh_after_failure(self, topic: str) -> None:
+        """A send failed on the connection, or the broker could not take it
+        (SERVICE_NOT_AVAILABLE: a slave, a fenced old master): fetch the
+        topic's route again now rather than at the next 30 s poll, so that
+        the next attempt goes to the master the name servers know now (after
+        a controller failover: the new one). At most once per
+        `ROUTE_REFRESH_AFTER_FAILURE_S` per topic."""
+        now = self._clock.monotonic()
+        if now - self._refreshed_after_failure.get(topic, -1e9) < ROUTE_REFRESH_AFTER_FAILURE_S:
+            return
+        self._refreshed_after_failure[topic] = now
+        try:
+            await self._instance.route(topic, refresh=True)
+        except ClientError as exc:
+            log.debug("%s: route of %s not refreshed after a failure: %s", self._group, topic, exc)
+
     async def _address(self, info: _PublishInfo, mq: MessageQueue) -> str:
         """The master of `mq`'s broker: the route's, else the instance's (refreshing once)."""
         address = info.masters.get(mq.broker_name)
@@ -1029,6 +1053,11 @@ class AsyncProducer(GroupClient):
                 route = await self._template_route(topic)
                 from_template = True
             info = self._install(topic, route, from_template=from_template)
+            if info is None and not from_template:
+                # the cached route has no master (one died; the new one is not
+                # registered yet, or was not when the route was fetched): ask again
+                await self._refresh_after_failure(topic)
+                info = self._install(topic, await self._instance.route(topic), from_template=False)
             if info is None:
                 raise ClientError(
                     f"topic {topic} has no writable queue on a broker with a master",

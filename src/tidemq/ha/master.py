@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from tidemq.common.tasks import TaskSet
 from tidemq.ha.config import HaSettings
 from tidemq.ha.decisions import start_offset
+from tidemq.ha.sync_state import SyncStateWaits
 from tidemq.ha.waits import ReplicaWaits
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.ha import ReportDecoder, encode_transfer_header
+from tidemq.protocol.ha import HELLO_SIZE, ReportDecoder, decode_hello, encode_transfer_header
 from tidemq.store.file_store import FileMessageStore
 
 __all__ = ["HaServer", "SlaveConnection"]
@@ -54,6 +55,8 @@ class SlaveConnection:
     """Its latest report."""
     sent: int = -1
     """The offset the next transfer starts at."""
+    replica_id: int | None = None
+    """Who it is, from its hello (controller mode)."""
     closed: bool = False
 
     def close(self) -> None:
@@ -67,10 +70,18 @@ class HaServer:
     """Listens on the HA port; every slave that connects is sent the commitlog."""
 
     def __init__(
-        self, store: FileMessageStore, settings: HaSettings, waits: ReplicaWaits | None
+        self,
+        store: FileMessageStore,
+        settings: HaSettings,
+        waits: ReplicaWaits | None,
+        *,
+        sync_state: SyncStateWaits | None = None,
     ) -> None:
+        """`sync_state`: a controller-mode master's SyncStateSet waits; its
+        slaves open with a hello naming their replica id."""
         self.store = store
         self.settings = settings
+        self.sync_state = sync_state
         self.waits = waits
         """A SYNC_MASTER's writes waiting for reports (None: nobody waits)."""
         self.connections: set[SlaveConnection] = set()
@@ -156,6 +167,8 @@ class HaServer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reports
             self.connections.discard(connection)
+            if self.sync_state is not None and connection.replica_id is not None:
+                self.sync_state.disconnected(connection.replica_id)
             if connection.requested is not None and self.waits is not None:
                 self.waits.reporting_slaves -= 1
             log.info("slave %s disconnected (acknowledged %d)", connection.peer, connection.acked)
@@ -164,6 +177,11 @@ class HaServer:
         decoder = ReportDecoder()
         silence = self.settings.housekeeping_interval_s
         try:
+            if self.sync_state is not None:
+                async with asyncio.timeout(silence):
+                    hello = await connection.reader.readexactly(HELLO_SIZE)
+                connection.replica_id = decode_hello(hello)
+                log.info("slave %s is replica %d", connection.peer, connection.replica_id)
             while not connection.closed:
                 try:
                     async with asyncio.timeout(silence):
@@ -182,7 +200,7 @@ class HaServer:
                     self._report(connection, offset)
         except ProtocolError as exc:
             log.warning("slave %s: %s", connection.peer, exc)
-        except (ConnectionError, OSError):
+        except (ConnectionError, OSError, asyncio.IncompleteReadError, TimeoutError):
             pass
         finally:
             connection.close()
@@ -196,7 +214,12 @@ class HaServer:
             connection.wake.set()
         if offset > self.acked:
             self.acked = offset
-        if self.waits is not None:
+        sync_state = self.sync_state
+        if sync_state is not None and connection.replica_id is not None:
+            loop = asyncio.get_running_loop()
+            end = self.store.commitlog.max_offset
+            sync_state.report(connection.replica_id, offset, end, loop.time())
+        elif self.waits is not None:
             self.waits.acknowledge(offset)
 
     async def _send(self, connection: SlaveConnection) -> None:

@@ -9,10 +9,13 @@ connections, and answers the writes still waiting (FLUSH_SLAVE_TIMEOUT).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from tidemq.common.tasks import TaskSet
 from tidemq.ha.config import BrokerRole, HaSettings
 from tidemq.ha.master import HaServer
 from tidemq.ha.slave import HaClient
+from tidemq.ha.sync_state import SyncStateWaits
 from tidemq.ha.waits import ReplicaWaits
 from tidemq.store.file_store import FileMessageStore
 
@@ -27,18 +30,33 @@ class Replication:
         settings: HaSettings,
         *,
         master_address: str | None = None,
+        replica_id: int | None = None,
+        prepare: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """`replica_id` set: controller mode (RocketMQ 5): a master waits for
+        its whole SyncStateSet (`sync_state`), a slave says who it is and runs
+        `prepare` before each connection."""
         self.store = store
         self.role = role
         self.settings = settings
-        self.waits = (
-            ReplicaWaits(timeout_s=settings.slave_timeout_s, max_gap=settings.max_gap_not_in_sync)
-            if role is BrokerRole.SYNC_MASTER
-            else None
-        )
-        self.server = HaServer(store, settings, self.waits)
+        self.sync_state: SyncStateWaits | None = None
+        self.waits: ReplicaWaits | None = None
+        if replica_id is not None and role.is_master:
+            self.sync_state = SyncStateWaits(replica_id, timeout_s=settings.slave_timeout_s)
+            self.waits = self.sync_state
+        elif role is BrokerRole.SYNC_MASTER:
+            self.waits = ReplicaWaits(
+                timeout_s=settings.slave_timeout_s, max_gap=settings.max_gap_not_in_sync
+            )
+        self.server = HaServer(store, settings, self.waits, sync_state=self.sync_state)
         self.client = (
-            HaClient(store, settings, master_address=master_address)
+            HaClient(
+                store,
+                settings,
+                master_address=master_address,
+                replica_id=replica_id,
+                prepare=prepare,
+            )
             if role is BrokerRole.SLAVE
             else None
         )
@@ -71,6 +89,9 @@ class Replication:
             "tidemqBrokerRole": self.role.value,
             "tidemqHaSlaves": str(len(self.server.connections)),
         }
+        if self.sync_state is not None:
+            info["tidemqSyncStateSet"] = ",".join(str(i) for i in sorted(self.sync_state.members))
+            info["tidemqSyncStateSetEpoch"] = str(self.sync_state.members_epoch)
         if self.waits is not None:
             info["tidemqHaSlaveAckOffset"] = str(self.waits.acked)
             info["tidemqHaFlushSlaveTimeouts"] = str(self.waits.timeouts)

@@ -25,13 +25,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tidemq.common.backoff import doubling_delay
 from tidemq.ha.config import HaSettings
 from tidemq.ha.decisions import Refuse, StartAt, Truncate, on_transfer
 from tidemq.protocol.errors import ProtocolError
-from tidemq.protocol.ha import Transfer, TransferDecoder, encode_report
+from tidemq.protocol.ha import Transfer, TransferDecoder, encode_hello, encode_report
 from tidemq.store.file_store import FileMessageStore
 from tidemq.store.fs import NoSpaceError
 from tidemq.store.replica import ReplicaTruncation
@@ -66,9 +67,16 @@ class HaClient:
         settings: HaSettings,
         *,
         master_address: str | None = None,
+        replica_id: int | None = None,
+        prepare: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """`replica_id` (controller mode): said in a hello before the first
+        report; `prepare`: run before each connection (a controller-mode slave
+        cuts its commitlog back to what it shares with its master there)."""
         self.store = store
         self.settings = settings
+        self.replica_id = replica_id
+        self._prepare = prepare
         self._fixed = master_address is not None
         self.master_address = master_address
         """host:port of the master's HA port (None until learned)."""
@@ -143,7 +151,11 @@ class HaClient:
         settings = self.settings
         loop = asyncio.get_running_loop()
         decoder = TransferDecoder()
+        if self._prepare is not None:
+            await self._prepare()
         session = _Session(await self._durable_end())
+        if self.replica_id is not None:
+            writer.write(encode_hello(self.replica_id))
         writer.write(encode_report(session.reported))
         await writer.drain()
         self.reported = session.reported

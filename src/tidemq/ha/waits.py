@@ -50,6 +50,12 @@ class ReplicaWaits:
         if not slave_available(self.reporting_slaves, end, book.acked, self._max_gap):
             self.unavailable += 1
             return PutStatus.SLAVE_NOT_AVAILABLE
+        return self._wait(end)
+
+    def _wait(self, end: int) -> PutStatus | asyncio.Future[PutStatus]:
+        """PUT_OK when acknowledged already, else a future the acknowledgement
+        (PUT_OK) or the deadline (FLUSH_SLAVE_TIMEOUT) answers."""
+        book = self._book
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout_s
         future: asyncio.Future[PutStatus] = loop.create_future()

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tidemq.acl.credentials import Credentials
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.rpc_stats import RpcStats
-from tidemq.transport import Connection, RemotingServer, ServerTls
+from tidemq.transport import Connection, Handler, RemotingServer, ServerTls
 
 from .access import NamesrvAccess
 from .handlers import NamesrvHandlers
@@ -51,11 +51,14 @@ class NameServer:
         trusted: Sequence[Credentials] = (),
         tls: ServerTls | None = None,
         rpc_stats: RpcStats | None = None,
+        extra_handlers: Mapping[int, Handler] | None = None,
     ) -> None:
         """`acl_file`: a plain_acl.yml guarding the route-changing requests
         (AclConfigError if unusable); `trusted`: admin credentials no file names;
         `tls`: the port's TLS mode, as a broker's (TlsConfigError if unusable);
-        `rpc_stats`: where request latencies are counted (None: not measured)."""
+        `rpc_stats`: where request latencies are counted (None: not measured);
+        `extra_handlers`: more request codes served on the same port (the
+        embedded controller's, RocketMQ's enableControllerInNamesrv)."""
         self.routes = RouteTable(clock, expiry_ms=expiry_ms)
         self._scan_interval_s = scan_interval_s
         self.access: NamesrvAccess | None = None
@@ -65,7 +68,7 @@ class NameServer:
             )
         self._server = RemotingServer(
             "namesrv",
-            NamesrvHandlers(self.routes).table(),
+            {**NamesrvHandlers(self.routes).table(), **(extra_handlers or {})},
             host=host,
             port=port,
             max_in_flight=max_in_flight,

@@ -149,3 +149,29 @@ class ReportDecoder:
         if offset < 0:
             raise ProtocolError(f"a slave reported a negative offset: {offset}")
         return int(offset)
+
+
+HELLO_SIZE = 12
+HELLO_MAGIC = b"TDID"
+_HELLO = struct.Struct(">4sq")
+
+
+def encode_hello(replica_id: int) -> bytes:
+    """A controller-mode slave's first 12 bytes: ``TDID`` and its replica id
+    (int64), so that its master knows whose reports these are (RocketMQ's
+    AutoSwitchHAClient says who it is in its handshake for the same reason)."""
+    if replica_id < 0:
+        raise ProtocolError(f"a replica id cannot be negative: {replica_id}")
+    return _HELLO.pack(HELLO_MAGIC, replica_id)
+
+
+def decode_hello(data: bytes) -> int:
+    """The replica id of a hello; ProtocolError when the 12 bytes are not one."""
+    if len(data) != HELLO_SIZE:
+        raise ProtocolError(f"an HA hello is {HELLO_SIZE} bytes, not {len(data)}")
+    magic, replica_id = _HELLO.unpack(data)
+    if magic != HELLO_MAGIC or replica_id < 0:
+        raise ProtocolError(
+            "the slave did not say which replica it is (a slave not in controller mode?)"
+        )
+    return int(replica_id)

@@ -55,7 +55,7 @@ import logging
 import socket
 import zlib
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from prometheus_client import CollectorRegistry
@@ -82,6 +82,7 @@ from tidemq.grpc.relayed_peers import RelayedPeers
 from tidemq.grpc.server import GrpcEndpoint
 from tidemq.grpc.servicer import MessagingServicer
 from tidemq.ha.config import BrokerRole
+from tidemq.ha.epochs import EpochEntry
 from tidemq.ha.service import Replication
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -104,7 +105,22 @@ from tidemq.web.app import build_app
 from tidemq.web.endpoint import HttpEndpoint
 from tidemq.web.metrics import BrokerCollector
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "ControllerHooks"]
+
+
+class ControllerHooks(Protocol):
+    """What a controller-mode replica adds to a broker (`tidemq.server.controlled`)."""
+
+    replica_id: int
+
+    def store_opened(self, store: FileMessageStore) -> None:
+        """The store is open and takes no write yet (a new master's epoch starts here)."""
+
+    async def prepare_copy(self) -> None:
+        """A slave is about to connect to its master (cut back to the common point)."""
+
+    def epoch_entries(self) -> list[EpochEntry]: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -203,9 +219,18 @@ class _Gate:
 class Broker:
     """One broker: `await broker.start()`, `broker.address`, `await broker.stop()`."""
 
-    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        replica: ControllerHooks | None = None,
+    ) -> None:
+        """`replica`: this broker is one replica of a controller-mode broker
+        set, in the role `config` gives it (`tidemq.server.controlled` runs it)."""
         self.config = config
         self.clock = clock
+        self.replica = replica
         self.server: RemotingServer | None = None
         self.store: FileMessageStore | None = None
         self.replication: Replication | None = None
@@ -438,6 +463,8 @@ class Broker:
         )
         self.store = FileMessageStore(store_config, clock=self.clock)
         await asyncio.to_thread(self.store.open)
+        if self.replica is not None:
+            self.replica.store_opened(self.store)
         await self._start_replication(self.store)
         core = assemble(
             config.with_port(port),
@@ -472,6 +499,8 @@ class Broker:
             )
         self._register_now = asyncio.Event()
         table = core.dispatch_table()
+        if self.replica is not None:
+            table[RequestCode.GET_BROKER_EPOCH_CACHE] = self._epoch_cache
         if self.auth_store is not None:
             is_super = self.acl.is_super if self.acl is not None else None
             table.update(AuthAdmin(self.auth_store, is_super).handlers())
@@ -637,17 +666,49 @@ class Broker:
 
     # -- replication ----------------------------------------------------------------------
 
+    async def _epoch_cache(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        """GET_BROKER_EPOCH_CACHE (AdminBrokerProcessor.getBrokerEpochCache): the
+        epoch entries of this replica's commitlog and its end, as Java's
+        EpochEntryCache; a slave about to copy from this master asks for them."""
+        replica, store = self.replica, self.store
+        if replica is None or store is None:
+            return not_supported(request)
+        end = store.commitlog.max_offset
+        entries = replica.epoch_entries()
+        body = encode_json(
+            {
+                "clusterName": self.config.cluster_name,
+                "brokerName": self.config.broker_name,
+                "brokerId": replica.replica_id,
+                "epochList": [
+                    {
+                        "epoch": e.epoch,
+                        "startOffset": e.start,
+                        "endOffset": entries[i + 1].start if i + 1 < len(entries) else end,
+                    }
+                    for i, e in enumerate(entries)
+                ],
+                "maxOffset": end,
+            }
+        )
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+
     async def _start_replication(self, store: FileMessageStore) -> None:
         """Listen on the HA port (every role, as RocketMQ's HAService); a slave
         starts copying, a SYNC_MASTER's store starts waiting for slaves. The
         default port (listen port + 1) falls back to a free one when taken:
         slaves learn the real one from the name server."""
         config = self.config
+        replica = self.replica
         replication = Replication(
             store,
             config.broker_role,
             config.ha_settings,
             master_address=config.ha_master_address,
+            replica_id=replica.replica_id if replica is not None else None,
+            prepare=replica.prepare_copy if replica is not None else None,
         )
         port = config.ha_port(self.port)
         try:

@@ -160,6 +160,7 @@ class FileMessageStore:
         self._open = False
         self._closed = False
         self._read_only = False
+        self._fenced: str | None = None
         self._lock: StoreLock | None = None
         self._replication: ReplicaGate | None = None
         self.group_commit = GroupCommitter(
@@ -239,6 +240,16 @@ class FileMessageStore:
         lock, self._lock = self._lock, None
         if lock is not None:
             lock.release()
+
+    def fence(self, reason: str | None) -> None:
+        """Refuse every write from now on with `reason` (None: accept them
+        again). A master the controller replaced fences itself at once, so
+        that two masters never accept writes for one broker name."""
+        self._fenced = reason
+
+    @property
+    def fenced(self) -> str | None:
+        return self._fenced
 
     def open_read_only(self) -> None:
         """Look at the store as it is now, changing nothing: for a store that
@@ -623,6 +634,8 @@ class FileMessageStore:
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is read-only")
         if self.config.replica:
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=SLAVE_REFUSAL)
+        if self._fenced is not None:
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self._fenced)
         if self.flush.failed is not None:
             return BatchPutResult(
                 PutStatus.SERVICE_NOT_AVAILABLE, remark=f"disk flush failed: {self.flush.failed}"

@@ -54,3 +54,30 @@ def test_metrics_label_is_rocketmqs_key_value_list(tmp_path: Path) -> None:
     for bad in ("env", "9env:x", "__name__:x", "a-b:c"):
         with pytest.raises(ValueError, match="metrics_label"):
             BrokerConfig(data_dir=tmp_path, metrics_label=bad)
+
+
+def test_controller_mode_needs_controller_addresses(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="enable_controller_mode needs controller_addr"):
+        BrokerConfig(data_dir=tmp_path, enable_controller_mode=True, broker_id=1)
+    with pytest.raises(ValueError, match="controller_addr: not a host:port address"):
+        BrokerConfig(
+            data_dir=tmp_path, enable_controller_mode=True, controller_addr="nope", broker_id=1
+        )
+    config = BrokerConfig(
+        data_dir=tmp_path,
+        enable_controller_mode=True,
+        controller_addr="127.0.0.1:9876;127.0.0.1:9886",
+        broker_id=2,
+    )
+    assert config.broker_role.is_master  # the controller gives the role: any id goes
+    assert config.controller_addresses == ("127.0.0.1:9876", "127.0.0.1:9886")
+    with pytest.raises(ValueError, match="1 and up"):
+        BrokerConfig(data_dir=tmp_path, enable_controller_mode=True, controller_addr="h:1")
+    with pytest.raises(ValueError, match="fixed listen_port"):
+        BrokerConfig(
+            data_dir=tmp_path,
+            enable_controller_mode=True,
+            controller_addr="h:1",
+            broker_id=1,
+            listen_port=0,
+        )

@@ -108,3 +108,17 @@ def test_reports_give_the_last_complete_one(reports: list[int], data: st.DataObj
 def test_a_negative_report_is_refused() -> None:
     with pytest.raises(ProtocolError):
         ReportDecoder().feed(struct.pack(">q", -2))
+
+
+@given(st.integers(min_value=0, max_value=2**63 - 1))
+def test_a_hello_round_trips(replica_id: int) -> None:
+    from tidemq.protocol.ha import decode_hello, encode_hello
+
+    assert decode_hello(encode_hello(replica_id)) == replica_id
+
+
+def test_a_report_is_not_a_hello() -> None:
+    from tidemq.protocol.ha import decode_hello, encode_report
+
+    with pytest.raises(ProtocolError, match="did not say which replica"):
+        decode_hello(encode_report(5) + b"\0\0\0\0")

@@ -277,3 +277,20 @@ async def test_a_send_without_a_slave_is_stored_and_says_so(
         assert bodies(master, "T", 0) == [b"s0", b"s1", b"s2", b"b1", b"b2"]
     finally:
         master.close()
+
+
+async def test_a_fenced_store_refuses_writes_until_unfenced(
+    pair: tuple[FileMessageStore, FileMessageStore],
+) -> None:
+    """A master the controller replaced fences its store: nothing more is written."""
+    master, _ = pair
+    stored = await fill(master, 2)
+    assert all(r.status is PutStatus.PUT_OK for r in stored)
+    end = master.commitlog.max_offset
+    master.fence("replica 2 is the master now (epoch 3)")
+    refused = await master.put_message(make_message("Orders", b"late"))
+    assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert refused.remark == "replica 2 is the master now (epoch 3)"
+    assert master.commitlog.max_offset == end
+    master.fence(None)
+    assert (await master.put_message(make_message("Orders", b"again"))).status is PutStatus.PUT_OK
