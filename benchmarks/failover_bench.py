@@ -38,7 +38,7 @@ from tidemq.client.producer import AsyncProducer
 from tidemq.common.message import Message
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
-from tidemq.protocol.headers import CreateTopicRequestHeader, encode_header
+from tidemq.testing import broker_calls
 from tidemq.testing.processes import ServerProcess, free_port
 from tidemq.transport import RemotingClient
 
@@ -130,18 +130,7 @@ class Cluster:
         )
 
     async def create_topic(self, master: int) -> None:
-        header = CreateTopicRequestHeader(
-            topic=TOPIC,
-            default_topic="TBW102",
-            read_queue_nums=4,
-            write_queue_nums=4,
-            perm=6,
-            topic_filter_type="SINGLE_TAG",
-        )
-        response = await self.call(
-            master, RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)
-        )
-        assert response.code == ResponseCode.SUCCESS, response.remark
+        await broker_calls.create_topic(self.client, self.address(master), TOPIC, 4)
 
     async def in_sync(self, master: int) -> bool:
         """Both replicas in the master's SyncStateSet, and the slave has the
