@@ -32,7 +32,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tidemq.cli.local_cluster import controller_available
 from tidemq.testing.chaos import FAULT_MODELS, ChaosConfig, ChaosResult, run_chaos
 
 ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
@@ -61,10 +60,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.rounds < 1 or args.producers < 1 or args.ha_delay_ms < 0:
         parser.error("--rounds and --producers must be 1 or more, --ha-delay-ms 0 or more")
-    runnable = [m for m in FAULT_MODELS if m != "failover" or controller_available()]
-    modes = runnable if args.mode == "all" else [args.mode]
-    if args.mode == "all" and "failover" not in runnable:
-        progress("no controller in this build (namesrv --enable-controller): no failover")
+    modes = list(FAULT_MODELS) if args.mode == "all" else [args.mode]
     roles = list(ROLES) if args.role == "both" else [args.role]
 
     results: list[ChaosResult] = []

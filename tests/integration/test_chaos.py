@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.cli.local_cluster import controller_available
 from tidemq.testing.chaos import ChaosConfig, run_chaos
 
 pytestmark = pytest.mark.slow
@@ -34,9 +33,6 @@ async def test_a_sync_master_loses_no_acknowledged_message(tmp_path: Path, mode:
     assert not (tmp_path / "cluster" / "cluster.json").exists()  # the cluster is down
 
 
-@pytest.mark.skipif(
-    not controller_available(), reason="no controller in this build (namesrv --enable-controller)"
-)
 async def test_a_failover_loses_no_acknowledged_message(tmp_path: Path) -> None:
     lines: list[str] = []
     config = ChaosConfig(mode="failover", role="SYNC_MASTER", rounds=2, seed=3)

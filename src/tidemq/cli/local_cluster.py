@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import string
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from typing import Any
 import psutil
 
 from tidemq.client.admin import AdminClient, AdminError
+from tidemq.transport.ports import free_port
 
 __all__ = [
     "STATE_FILE",
@@ -39,7 +39,6 @@ __all__ = [
     "ClusterPlan",
     "LocalCluster",
     "NodeRecord",
-    "controller_available",
 ]
 
 STATE_FILE = "cluster.json"
@@ -101,22 +100,9 @@ class ClusterPlan:
             raise ClusterError(f"--role {self.role}: one of {', '.join(ROLES)}")
 
 
-def controller_available() -> bool:
-    """Whether this build's name server can run the controller (`--enable-controller`)."""
-    from tidemq.cli.server_commands import namesrv
-
-    return any("--enable-controller" in param.opts for param in namesrv.params)
-
-
 def broker_names(count: int) -> list[str]:
     """broker-a, broker-b, ...: RocketMQ's own naming in its sample configs."""
     return [f"broker-{letter}" for letter in string.ascii_lowercase[:count]]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def broker_settings(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,12 +27,6 @@ STOP_DEADLINE_S = 30.0
 
 FAST_DELAY_LEVELS = "1s 1s 1s 1s 1s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s"
 """Every delay level short (level 3, the first retry, is 1 s): retries land fast."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def server_env(home: Path) -> dict[str, str]:

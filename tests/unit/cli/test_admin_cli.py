@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 from datetime import UTC, datetime
 
 import pytest
@@ -27,12 +26,7 @@ from tidemq.client.admin import (
     parse_tag_expression,
 )
 from tidemq.common.message import MessageExt
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tidemq.transport.ports import free_port
 
 
 def run(*args: str) -> tuple[int, str]:

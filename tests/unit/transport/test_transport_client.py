@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -22,17 +21,12 @@ from tidemq.transport import (
     parse_address,
 )
 from tidemq.transport.connection import OPAQUE_LIMIT
+from tidemq.transport.ports import free_port
 
 ServerFactory = Callable[..., Awaitable[RemotingServer]]
 ClientFactory = Callable[..., RemotingClient]
 
 FAST, HOLD, DROP, RECORD = 1, 3, 5, 6
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_opaques_start_at_one_and_wrap_below_the_limit() -> None:
