@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from tidemq.transport.ports import free_port as free_port  # re-exported: tests start servers on it
+
 READY_DEADLINE_S = 30.0
 STOP_DEADLINE_S = 30.0
 
