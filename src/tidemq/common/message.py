@@ -80,8 +80,10 @@ class Message:
 
     @property
     def wait_store_msg_ok(self) -> bool:
-        """True unless WAIT is "false" (Java treats an absent WAIT as true)."""
-        return self.properties.get(props.WAIT, "true") != "false"
+        """Whether the broker answers only once the message is durable (flushed
+        in sync-flush mode, on a slave for a SYNC_MASTER): absent WAIT or
+        "true" in any case, as Java's `isWaitStoreMsgOK` reads it."""
+        return props.wait_store_msg_ok(self.properties.get(props.WAIT))
 
     @wait_store_msg_ok.setter
     def wait_store_msg_ok(self, value: bool) -> None:

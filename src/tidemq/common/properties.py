@@ -165,6 +165,14 @@ delivered message's `user_properties`. `__SHARDINGKEY`, `__transactionId__`,
 TRANSACTION_CHECK_TIMES and `__STARTDELIVERTIME` are not in it."""
 
 
+def wait_store_msg_ok(value: str | None) -> bool:
+    """Whether a message's sender waits for it to be stored durably, from its
+    WAIT property's value (None: absent). Java's `Message.isWaitStoreMsgOK`:
+    an absent WAIT waits; otherwise `Boolean.parseBoolean`, true only for
+    "true" in any letter case, so "false", "FALSE", "no" and "" do not wait."""
+    return value is None or value.lower() == "true"
+
+
 def encode_properties(props: Mapping[str, str]) -> str:
     """`key\\x01value\\x02` for every pair, the separator after the last one too."""
     if not props:

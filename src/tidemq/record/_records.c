@@ -67,7 +67,26 @@ enum {
 static Py_ssize_t ext_offset[N_EXT_FIELDS];
 static int configured;
 
-static PyObject *s_DELAY, *s_WAIT, *s_UNIQ_KEY, *s_zero, *s_false;
+static PyObject *s_DELAY, *s_WAIT, *s_UNIQ_KEY, *s_zero;
+
+/* A WAIT value as Java's isWaitStoreMsgOK reads it (Boolean.parseBoolean:
+ * "true" in any letter case waits, anything else does not): 1 or 0, as the
+ * Python twin's `value.lower() == "true"`. A value that is not ASCII never
+ * waits there either: the only character outside ASCII that lowers into
+ * ASCII is the Kelvin sign (to "k"). */
+static int wait_value_waits(PyObject *value)
+{
+    if (!PyUnicode_IS_ASCII(value)) return 0;
+    if (PyUnicode_GET_LENGTH(value) != 4) return 0;
+    const char *text = (const char *)PyUnicode_1BYTE_DATA(value);
+    const char *word = "true";
+    for (int i = 0; i < 4; i++) {
+        char c = text[i];
+        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+        if (c != word[i]) return 0;
+    }
+    return 1;
+}
 
 #define SLOT(obj, i) (*(PyObject **)((char *)(obj) + ext_offset[i]))
 
@@ -914,7 +933,7 @@ static PyObject *batch_unique_ids(PyObject *self, PyObject *const *args, Py_ssiz
             goto none;
         if ((found = get_str_property(props, s_WAIT, &value)) < 0) goto fail;
         if (found && !PyUnicode_CheckExact(value)) goto none;
-        if ((found ? !str_equals(value, s_false) : 1) != wait) goto none;
+        if ((found ? wait_value_waits(value) : 1) != wait) goto none;
         if ((found = get_str_property(props, s_UNIQ_KEY, &value)) < 0) goto fail;
         if (found && !PyUnicode_CheckExact(value)) goto none;
         if (found && PyUnicode_GET_LENGTH(value) > 0) {
@@ -1062,8 +1081,7 @@ PyMODINIT_FUNC PyInit__records(void) {
         s_WAIT = PyUnicode_InternFromString("WAIT");
         s_UNIQ_KEY = PyUnicode_InternFromString("UNIQ_KEY");
         s_zero = PyUnicode_InternFromString("0");
-        s_false = PyUnicode_InternFromString("false");
-        if (!s_DELAY || !s_WAIT || !s_UNIQ_KEY || !s_zero || !s_false) return NULL;
+        if (!s_DELAY || !s_WAIT || !s_UNIQ_KEY || !s_zero) return NULL;
     }
     return PyModule_Create(&module);
 }

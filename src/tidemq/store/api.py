@@ -86,6 +86,10 @@ class MessageToStore:
     prepared_transaction_offset: int = 0
     tags_code: int | None = None
     """Overrides the consumequeue tag slot (delay/timer topics store a time)."""
+    wait_store: bool = True
+    """False: answer the put once appended, without waiting for the sync
+    flush or a SYNC_MASTER's slave (the sender's WAIT=false, Java's
+    `isWaitStoreMsgOK`); the flush is only hurried along. Not stored."""
 
 
 @dataclass(slots=True)
@@ -108,6 +112,9 @@ class BatchToStore:
     """Properties appended to every property string after the cluster (the
     broker's MSG_REGION and TRACE_ON); a string that already holds one of
     those keys takes the general path, which replaces them."""
+    wait_store: bool = True
+    """As `MessageToStore.wait_store`, for the whole batch (Java reads WAIT
+    from the batch's own properties, the request header's)."""
 
 
 @dataclass(slots=True, frozen=True)

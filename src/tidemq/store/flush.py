@@ -109,6 +109,8 @@ class FlushService:
         self._retry_max = retry_max_delay_s
         self._cond = threading.Condition()
         self._waiters: list[_Waiter] = []
+        self._hurried = False
+        """A write nobody waits for was made (`wake`): sync it soon anyway."""
         self._stopping = False
         self._idle = False
         self._failed: BaseException | None = None
@@ -158,6 +160,16 @@ class FlushService:
         assert waiter.event is not None
         return waiter.event.wait(timeout) and bool(waiter.result) and waiter.result[0]
 
+    def wake(self) -> None:
+        """Sync mode: a write was answered without waiting for its flush (the
+        sender's WAIT=false); sync it with the next round rather than after
+        the half-second pause, as Java's GroupCommitService.wakeup does."""
+        with self._cond:
+            self._hurried = True
+            if self._idle:
+                self._idle = False
+                self._cond.notify()
+
     def _enqueue(self, waiter: _Waiter) -> None:
         with self._cond:
             if self._failed is not None or (self._stopping and not self._thread.is_alive()):
@@ -184,12 +196,13 @@ class FlushService:
         next_derived = time.monotonic() + self._derived_interval
         while True:
             with self._cond:
-                if not self._stopping and not (self.sync_mode and self._waiters):
+                if not self._stopping and not (self.sync_mode and (self._waiters or self._hurried)):
                     self._idle = True
                     pause = min(self._commitlog_interval, next_derived - time.monotonic())
                     self._cond.wait(timeout=max(pause, 0.0))
                     self._idle = False
                 waiters, self._waiters = self._waiters, []
+                self._hurried = False
                 stopping = self._stopping
             if not self._sync_commitlog(waiters, stopping):
                 return

@@ -90,11 +90,13 @@ _MESSAGE_REFUSALS = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_S
 """Refusals caused by one message of a group, not by the store."""
 
 
-_Caller = tuple[asyncio.Future[Any], int, int, bool]
-"""One `put_message` or `put_messages` call: (future, start, count, batch).
-Its messages are `messages[start : start + count]` of its group; `batch`:
-answered with a BatchPutResult, else with its one PutResult. A tuple, not an
-object: one is made per single send, on the hottest path of the broker."""
+_Caller = tuple[asyncio.Future[Any], int, int, bool, bool]
+"""One `put_message` or `put_messages` call: (future, start, count, batch,
+wait). Its messages are `messages[start : start + count]` of its group;
+`batch`: answered with a BatchPutResult, else with its one PutResult; `wait`:
+answered once durable (False: once appended, the sender's WAIT=false, see
+`MessageToStore.wait_store`). A tuple, not an object: one is made per single
+send, on the hottest path of the broker."""
 
 
 class _Group:
@@ -198,7 +200,7 @@ class GroupCommitter:
             return self._join((message,), size, batch=False)
         future: asyncio.Future[PutResult] = loop.create_future()
         messages = group.messages
-        group.callers.append((future, len(messages), 1, False))
+        group.callers.append((future, len(messages), 1, False, message.wait_store))
         messages.append(message)
         group.size += size
         if len(messages) >= self._max_messages or group.size >= self._max_bytes:
@@ -253,7 +255,9 @@ class GroupCommitter:
                 self._pending = group
                 group.handle = loop.call_soon(self._commit, group)
         future: asyncio.Future[Any] = loop.create_future()
-        group.callers.append((future, len(group.messages), len(messages), batch))
+        group.callers.append(
+            (future, len(group.messages), len(messages), batch, messages[0].wait_store)
+        )
         group.messages.extend(messages)
         group.size += size
         if alone or len(group.messages) >= self._max_messages or group.size >= self._max_bytes:
@@ -306,12 +310,12 @@ class GroupCommitter:
             if len(callers) > 1 and self._written_end() == end_before:
                 self._one_by_one(callers, messages)
                 return
-            for future, _, _, _ in callers:
+            for future, *_ in callers:
                 if not future.done():
                     future.set_exception(exc)
             return
         except BaseException as exc:  # an interrupt: nobody is left waiting
-            for future, _, _, _ in callers:
+            for future, *_ in callers:
                 if not future.done():
                     future.set_exception(exc)
             raise
@@ -328,7 +332,7 @@ class GroupCommitter:
         stored: list[_Caller] = []
         results: list[PutResult] = []
         for caller in callers:
-            future, start, count, batch = caller
+            future, start, count, batch, wait = caller
             try:
                 outcome = self._append(messages[start : start + count])
             except Exception as exc:
@@ -336,7 +340,7 @@ class GroupCommitter:
                     future.set_exception(exc)
                 continue
             if outcome.status is PutStatus.PUT_OK:
-                stored.append((future, len(results), count, batch))
+                stored.append((future, len(results), count, batch, wait))
                 results.extend(outcome.results)
             else:
                 _refuse((caller,), outcome)
@@ -346,9 +350,20 @@ class GroupCommitter:
     def _stored(self, callers: list[_Caller], results: tuple[PutResult, ...]) -> None:
         """Answer the callers whose messages were appended: at once, or in
         sync mode once flushed (one wait, one timer for all of them), and on
-        a SYNC_MASTER once a slave has them (one wait for all of them)."""
+        a SYNC_MASTER once a slave has them (one wait for all of them).
+        Callers that do not wait (WAIT=false) are answered at once either
+        way, and the flush is hurried along for them (Java's
+        `DefaultFlushManager.handleDiskFlush` wakes its GroupCommitService;
+        `CommitLog.needHandleHA` skips the slave wait)."""
         flush = self._flush
         replicate = self.replicate
+        if (flush.sync_mode or replicate is not None) and not all(c[4] for c in callers):
+            _answer([c for c in callers if not c[4]], results)
+            if flush.sync_mode:
+                flush.wake()
+            callers = [c for c in callers if c[4]]
+            if not callers:
+                return
         last = results[-1]
         end = last.physical_offset + last.size
         replica = PutStatus.PUT_OK if replicate is None else replicate(end)
@@ -428,7 +443,7 @@ def _answer(
     status: PutStatus = PutStatus.PUT_OK,
     remark: str = "",
 ) -> None:
-    for future, start, count, batch in callers:
+    for future, start, count, batch, _ in callers:
         if future.done():  # the caller was cancelled; its message is stored
             continue
         if batch:
@@ -438,7 +453,7 @@ def _answer(
 
 
 def _refuse(callers: Sequence[_Caller], outcome: BatchPutResult) -> None:
-    for future, _, _, batch in callers:
+    for future, _, _, batch, _ in callers:
         if future.done():
             continue
         if batch:

@@ -517,7 +517,7 @@ check_properties = st.fixed_dictionaries(
     {},
     optional={
         "DELAY": st.sampled_from(["", "0", "3"]),
-        "WAIT": st.sampled_from(["true", "false", ""]),
+        "WAIT": st.sampled_from(["true", "false", "", "TRUE", "False", "no", "tru\u00e9"]),
         "UNIQ_KEY": st.sampled_from(["", "ID-given"]),
         "TAGS": st.just("a"),
     },

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tidemq.broker.processors.send import waits_for_store
 from tidemq.common import properties as props
 from tidemq.common.message import Message, MessageExt, MessageQueue
 from tidemq.common.properties import (
@@ -151,3 +152,27 @@ def test_message_queue_orders_like_java() -> None:
         MessageQueue("b", "broker-a", 0),
     ]
     assert len({MessageQueue("a", "b", 1), MessageQueue("a", "b", 1)}) == 1
+
+
+_WAIT_VALUES = st.text(alphabet=st.characters(blacklist_characters="\x01\x02"), max_size=12)
+
+
+@given(_WAIT_VALUES | st.sampled_from(["true", "TRUE", "True", "tRuE", "false", "FALSE", ""]))
+def test_wait_is_read_as_javas_boolean_parse(value: str) -> None:
+    """Java's Message.isWaitStoreMsgOK: absent waits, else Boolean.parseBoolean
+    ("true" in any letter case). The client's Message and the broker's reading
+    of a property string agree with it."""
+    expected = value.lower() == "true"
+    assert props.wait_store_msg_ok(value) is expected
+    assert Message("T", b"x", properties={props.WAIT: value}).wait_store_msg_ok is expected
+    encoded = props.encode_properties({props.TAGS: "a", props.WAIT: value, props.KEYS: "k"})
+    assert waits_for_store(encoded) is expected
+
+
+def test_an_absent_wait_waits() -> None:
+    assert props.wait_store_msg_ok(None) is True
+    assert Message("T", b"x").wait_store_msg_ok is True
+    assert waits_for_store("") is True
+    assert waits_for_store(props.encode_properties({props.KEYS: "WAIT"})) is True
+    assert waits_for_store(props.encode_properties({"AWAIT": "false"})) is True
+    assert waits_for_store(props.encode_properties({props.WAIT: "false"})) is False

@@ -11,15 +11,23 @@ from pathlib import Path
 import pytest
 
 from tidemq.common.clock import ManualClock
-from tidemq.record.codec import decode_records
-from tidemq.store.api import BatchPutResult, GetStatus, MessageToStore, PutResult, PutStatus
+from tidemq.common.message import Message
+from tidemq.record.codec import decode_records, encode_batch
+from tidemq.store.api import (
+    BatchPutResult,
+    BatchToStore,
+    GetStatus,
+    MessageToStore,
+    PutResult,
+    PutStatus,
+)
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.file_store import FileMessageStore
 from tidemq.store.flush import FlushService
 from tidemq.store.fs import CrashPlan, FaultyFileSystem
 from tidemq.store.group_commit import DEFAULT_ALONE_BATCH, DEFAULT_MAX_MESSAGES, GroupCommitter
 from tidemq.testing.stores import StuckFileSystem, make_message, small_config
-from tidemq.testing.waiting import HANG_GUARD_S
+from tidemq.testing.waiting import HANG_GUARD_S, eventually
 
 
 def open_store(config: StoreConfig, clock: ManualClock, **kwargs: object) -> FileMessageStore:
@@ -395,3 +403,72 @@ async def test_every_acknowledged_message_survives_a_crash(
             assert bodies_in(again, "T", queue_id) == expected
     finally:
         again.close()
+
+
+# -- WAIT=false: answered once appended --------------------------------------------
+
+
+async def test_a_put_that_does_not_wait_is_answered_while_its_group_waits_for_the_flush(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    fs = StuckFileSystem()
+    store = open_store(sync_config(tmp_path, sync_flush_timeout_ms=60_000), clock, fs=fs)
+    try:
+        fs.stuck = True
+        # Two tasks started in the same loop pass: one group, in this order.
+        waiting = asyncio.ensure_future(store.put_message(make_message("T", "waits")))
+        hasty_put = asyncio.ensure_future(
+            store.put_message(make_message("T", "does not", wait_store=False))
+        )
+        async with asyncio.timeout(HANG_GUARD_S):
+            hasty = await hasty_put  # the fsync is stuck: only an answer without it returns
+
+        assert store.group_commit.largest_group == 2
+        assert hasty.status is PutStatus.PUT_OK and hasty.queue_offset == 1
+        assert not waiting.done()
+        fs.release.set()
+        async with asyncio.timeout(HANG_GUARD_S):
+            assert (await waiting).status is PutStatus.PUT_OK
+        assert bodies_in(store, "T", 0) == [b"waits", b"does not"]
+    finally:
+        fs.release.set()
+        store.close()
+
+
+async def test_a_batch_body_that_does_not_wait_is_answered_without_the_flush(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    fs = StuckFileSystem()
+    store = open_store(sync_config(tmp_path, sync_flush_timeout_ms=60_000), clock, fs=fs)
+    body = encode_batch([Message("T", b"one"), Message("T", b"two")])
+    try:
+        fs.stuck = True
+        async with asyncio.timeout(HANG_GUARD_S):
+            result = await store.put_batch(BatchToStore("T", 0, body, wait_store=False))
+
+        assert result is not None and result.status is PutStatus.PUT_OK
+        assert result.count == 2 and result.queue_offset == 0
+        assert bodies_in(store, "T", 0) == [b"one", b"two"]
+    finally:
+        fs.release.set()
+        store.close()
+
+
+async def test_a_put_that_does_not_wait_has_the_flush_thread_sync_it_soon(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Nobody waits for its flush, and the flush thread's pauses are a minute
+    long here: only the wake-up gets it synced within the deadline."""
+    config = sync_config(
+        tmp_path, flush_interval_commitlog_ms=60_000, flush_interval_consumequeue_ms=60_000
+    )
+    store = open_store(config, clock)
+    try:
+        flushes = store.flush.flush_count
+        result = await store.put_message(make_message("T", "hurried", wait_store=False))
+        end = result.physical_offset + result.size
+
+        await eventually(lambda: store.flush.flushed_offset >= end, "the hurried flush", timeout=20)
+        assert store.flush.flush_count > flushes
+    finally:
+        store.close()

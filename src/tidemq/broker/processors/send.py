@@ -189,6 +189,13 @@ def _property(properties: str, key: str) -> str | None:
     return props.decode_properties(properties).get(key)
 
 
+def waits_for_store(properties: str) -> bool:
+    """Whether the sender of a message (or batch) with these properties waits
+    for it to be durable: its WAIT property as Java's `isWaitStoreMsgOK`
+    reads it (the batch's header properties, for a batch)."""
+    return props.wait_store_msg_ok(_property(properties, props.WAIT))
+
+
 def _well_formed_properties(raw: str) -> str:
     """`raw` as stored: kept as sent when every item is `key\\x01value\\x02`,
     otherwise normalized the way decoding reads it (odd items dropped)."""
@@ -489,8 +496,10 @@ class SendProcessor:
             born_port=request.born_port,
             reconsume_times=request.reconsume_times,
         )
+        wait = waits_for_store(request.properties)
         if transactional and self.transactions is not None:
             message = self.transactions.prepare(message, request.producer_group)
+            message.wait_store = wait
             result = await self.store.put_message(message)
             sent = self._send_result(
                 result, message.topic, queue_id, len(request.body), TRANSACTION
@@ -512,6 +521,7 @@ class SendProcessor:
             parked = timers.park(message)
             if parked is not None:
                 message = parked[0]
+        message.wait_store = wait
         result = await self.store.put_message(message)
         kind = _message_type(
             request.properties,
@@ -588,6 +598,7 @@ class SendProcessor:
             request.born_port,
         )
         stored_properties = self._stored_properties
+        wait = waits_for_store(request.properties)
         for position, entry in enumerate(entries):
             raw = _well_formed_properties(entry.properties)
             if config.attributes:
@@ -622,6 +633,7 @@ class SendProcessor:
                     born_timestamp,
                     born_host,
                     born_port,
+                    wait_store=wait,
                 )
             )
         batch = await self.store.put_messages(to_store)
@@ -661,6 +673,7 @@ class SendProcessor:
                 request.born_port,
                 f"{props.CLUSTER}\x01{cluster}\x02".encode(),
                 self._stamp_bytes,
+                waits_for_store(request.properties),
             )
         )
         if result is None:
