@@ -35,7 +35,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -45,6 +44,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from tidemq.transport.ports import free_port, wait_listening
 
 STAMP = struct.Struct("<q")
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,22 +156,6 @@ def _serve_child(out_path: str, stall_ms: float, serve_args: list[str]) -> None:
 
 
 # -- the latency phase (this process and a forked consumer) ----------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _wait_port(port: int, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise SystemExit(f"nothing listens on {port}")
 
 
 def _consume(
@@ -313,12 +298,12 @@ def main() -> None:
 
     data = Path(tempfile.mkdtemp(prefix="stall-probe-"))
     events_path = data / "probe-events.jsonl"
-    namesrv_port, broker_port = _free_port(), _free_port()
+    namesrv_port, broker_port = free_port(), free_port()
     serve_args = [
         "--data-dir", str(data / "data"),
         "--namesrv-port", str(namesrv_port),
         "--broker-port", str(broker_port),
-        "--grpc-port", str(_free_port()),
+        "--grpc-port", str(free_port()),
         "--flush", args.flush,
     ]  # fmt: skip
     log = (data / "serve.log").open("wb")
@@ -332,8 +317,9 @@ def main() -> None:
     count = int(args.rate * args.seconds)
     try:
         deadline = time.monotonic() + 120
-        _wait_port(namesrv_port, deadline)
-        _wait_port(broker_port, deadline)
+        for port in (namesrv_port, broker_port):
+            if not wait_listening(port, deadline):
+                raise SystemExit(f"nothing listens on {port}")
         namesrv = f"127.0.0.1:{namesrv_port}"
         tidemq = str(Path(sys.executable).parent / "tidemq")
         subprocess.run(

@@ -36,9 +36,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
+
+from tidemq.transport.ports import free_port, wait_listening
 
 ROOT = Path(__file__).resolve().parents[1]
 TIDEMQ = ROOT / ".venv" / "bin" / "tidemq"
@@ -47,19 +50,15 @@ SPIN_ENV = "TIDEMQ_BENCH_SPIN"
 """Set in the broker's environment by --spin; read by `_spinning_serve`."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(port: int, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise SystemExit(f"nothing listens on port {port}")
+def _paced(rate: float, count: int) -> Iterator[None]:
+    """Yield `count` times, `rate` times a second, sleeping in between (never spinning)."""
+    due = time.monotonic()
+    for _ in range(count):
+        due += 1.0 / rate
+        pause = due - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        yield
 
 
 def _thread_cpu_ns(pid: int) -> dict[str, int]:
@@ -108,7 +107,7 @@ def _percentile(values: list[int], q: float) -> float:
 def run(rate: float, messages: int, queues: int, consumer: bool, spin: bool) -> dict[str, Any]:
     from tidemq import Producer, make_message
 
-    namesrv_port, broker_port = _free_port(), _free_port()
+    namesrv_port, broker_port = free_port(), free_port()
     data = tempfile.mkdtemp(prefix="tidemq-low-rate-")
     env = dict(os.environ)
     command = [str(TIDEMQ)]
@@ -117,13 +116,13 @@ def run(rate: float, messages: int, queues: int, consumer: bool, spin: bool) -> 
         command = [sys.executable, __file__, "--serve"]
     server = subprocess.Popen(
         [*command, "serve", "--data-dir", data, "--namesrv-port", str(namesrv_port),
-         "--broker-port", str(broker_port), "--grpc-port", str(_free_port())],
+         "--broker-port", str(broker_port), "--grpc-port", str(free_port())],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
-        _wait_port(namesrv_port, deadline)
-        _wait_port(broker_port, deadline)
+        if not (wait_listening(namesrv_port, deadline) and wait_listening(broker_port, deadline)):
+            raise SystemExit("tidemq serve did not start listening")
         namesrv = f"127.0.0.1:{namesrv_port}"
         topic = "LowRateTopic"
         subprocess.run(
@@ -148,12 +147,7 @@ def run(rate: float, messages: int, queues: int, consumer: bool, spin: bool) -> 
         try:
             before = _thread_cpu_ns(server.pid)
             started = time.monotonic()
-            due = started
-            for _ in range(messages):
-                due += 1.0 / rate
-                pause = due - time.monotonic()
-                if pause > 0:
-                    time.sleep(pause)
+            for _ in _paced(rate, messages):
                 sent_at = time.monotonic_ns()
                 producer.send(make_message(topic, STAMP.pack(sent_at) + tail))
                 round_trips.append(time.monotonic_ns() - sent_at)
@@ -223,12 +217,7 @@ def echo(rate: float, messages: int) -> dict[str, Any]:
         payload = os.urandom(1024)
         round_trips: list[int] = []
         before = _thread_cpu_ns(pid)
-        due = time.monotonic()
-        for _ in range(messages):
-            due += 1.0 / rate
-            pause = due - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
+        for _ in _paced(rate, messages):
             sent_at = time.monotonic_ns()
             client.sendall(payload)
             got = 0

@@ -1,10 +1,12 @@
-"""A free loopback port, for servers started on "any free port" by tools and tests."""
+"""A free loopback port, for servers started on "any free port" by tools and
+tests, and the wait until a server started there listens."""
 
 from __future__ import annotations
 
 import socket
+import time
 
-__all__ = ["free_port"]
+__all__ = ["free_port", "wait_listening"]
 
 
 def free_port() -> int:
@@ -13,3 +15,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_listening(port: int, deadline: float) -> bool:
+    """Poll until something accepts connections on loopback `port`, until the
+    time.monotonic() `deadline`: True once it does, False if the deadline passed."""
+    while True:
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)

@@ -40,6 +40,16 @@ def sync_config(root: Path, **overrides: object) -> StoreConfig:
     return small_config(root, flush_mode=FlushMode.SYNC, **overrides)
 
 
+def stuck_store(
+    tmp_path: Path, clock: ManualClock, timeout_ms: int
+) -> tuple[FileMessageStore, StuckFileSystem]:
+    """A sync-flush store whose fsyncs hang from now until `fs.release` is set."""
+    fs = StuckFileSystem()
+    store = open_store(sync_config(tmp_path, sync_flush_timeout_ms=timeout_ms), clock, fs=fs)
+    fs.stuck = True
+    return store, fs
+
+
 def bodies_in(store: FileMessageStore, topic: str, queue_id: int) -> list[bytes]:
     """Every body of a queue, in queue order."""
     bodies: list[bytes] = []
@@ -217,10 +227,8 @@ async def test_sync_mode_waits_for_one_flush_per_group(tmp_path: Path, clock: Ma
 async def test_a_group_not_flushed_in_time_is_answered_flush_disk_timeout(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    fs = StuckFileSystem()
-    store = open_store(sync_config(tmp_path, sync_flush_timeout_ms=200), clock, fs=fs)
+    store, fs = stuck_store(tmp_path, clock, 200)
     try:
-        fs.stuck = True
         async with asyncio.timeout(HANG_GUARD_S):
             single, batch = await asyncio.gather(
                 store.put_message(make_message("T", "a")),
@@ -411,10 +419,8 @@ async def test_every_acknowledged_message_survives_a_crash(
 async def test_a_put_that_does_not_wait_is_answered_while_its_group_waits_for_the_flush(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    fs = StuckFileSystem()
-    store = open_store(sync_config(tmp_path, sync_flush_timeout_ms=60_000), clock, fs=fs)
+    store, fs = stuck_store(tmp_path, clock, 60_000)
     try:
-        fs.stuck = True
         # Two tasks started in the same loop pass: one group, in this order.
         waiting = asyncio.ensure_future(store.put_message(make_message("T", "waits")))
         hasty_put = asyncio.ensure_future(
@@ -438,11 +444,9 @@ async def test_a_put_that_does_not_wait_is_answered_while_its_group_waits_for_th
 async def test_a_batch_body_that_does_not_wait_is_answered_without_the_flush(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    fs = StuckFileSystem()
-    store = open_store(sync_config(tmp_path, sync_flush_timeout_ms=60_000), clock, fs=fs)
+    store, fs = stuck_store(tmp_path, clock, 60_000)
     body = encode_batch([Message("T", b"one"), Message("T", b"two")])
     try:
-        fs.stuck = True
         async with asyncio.timeout(HANG_GUARD_S):
             result = await store.put_batch(BatchToStore("T", 0, body, wait_store=False))
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 from transport_helpers import echo
 
 from tidemq.protocol import RemotingCommand, ResponseCode
-from tidemq.testing.waiting import eventually
+from tidemq.testing.waiting import HANG_GUARD_S, eventually
 from tidemq.transport import (
     Connection,
     OpaqueAllocator,
@@ -21,7 +23,7 @@ from tidemq.transport import (
     parse_address,
 )
 from tidemq.transport.connection import OPAQUE_LIMIT
-from tidemq.transport.ports import free_port
+from tidemq.transport.ports import free_port, wait_listening
 
 ServerFactory = Callable[..., Awaitable[RemotingServer]]
 ClientFactory = Callable[..., RemotingClient]
@@ -213,3 +215,10 @@ async def test_the_client_handler_task_is_cancelled_on_close(
         await client.invoke(f"127.0.0.1:{server.port}", RemotingCommand.request(FAST))
         await entered.wait()
     assert cancelled == [True]
+
+
+def test_wait_listening_sees_a_listener_and_gives_up_at_its_deadline() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        assert wait_listening(port, time.monotonic() + HANG_GUARD_S)
+    assert not wait_listening(free_port(), time.monotonic())  # nobody there, no time left
