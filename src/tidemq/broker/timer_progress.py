@@ -19,6 +19,7 @@ the copy in `config/timerMasterProgress.json`; it runs no timer itself.
 from __future__ import annotations
 
 import json
+import logging
 import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,9 +33,12 @@ __all__ = [
     "decode_progress",
     "encode_progress",
     "from_checkpoint",
+    "load_master_progress",
     "read_progress",
     "save_master_progress",
 ]
+
+log = logging.getLogger(__name__)
 
 MASTER_PROGRESS_FILE = "timerMasterProgress.json"
 """Under a slave's config directory: its master's timer progress."""
@@ -106,3 +110,17 @@ def decode_progress(body: bytes) -> TimerProgress:
 def save_master_progress(path: Path, progress: TimerProgress) -> None:
     """Keep what a slave copied (atomically: a crash leaves the old copy or the new)."""
     write_atomically(path, json.dumps(asdict(progress), sort_keys=True).encode())
+
+
+def load_master_progress(path: Path) -> TimerProgress | None:
+    """What a slave last copied of its master's progress; None if it never
+    copied any (or the copy is unreadable: the timer then starts as a new
+    master would, and says so)."""
+    try:
+        document = json.loads(path.read_text())
+        return TimerProgress(**document)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError) as exc:
+        log.warning("the copy of the master's timer progress in %s is unusable: %s", path, exc)
+        return None

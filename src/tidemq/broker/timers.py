@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.requests import BrokerError
 from tidemq.broker.stats import DELAY, BrokerStats
+from tidemq.broker.timer_progress import MASTER_PROGRESS_FILE, load_master_progress
 from tidemq.common import properties as props
 from tidemq.common.clock import Clock
 from tidemq.common.recall_handle import RecallHandle, RecallHandleError
 from tidemq.protocol.codes import ResponseCode
 from tidemq.store.api import BatchPutResult, MessageStore, MessageToStore
 from tidemq.timer.parking import TimerPropertyError, park, requested_deliver_ms
-from tidemq.timer.service import RecallOutcome, TimerService, TimerSettings
+from tidemq.timer.service import InheritedProgress, RecallOutcome, TimerService, TimerSettings
 
 TIMER_DIRECTORY = "timer"
 """Under the store directory: timer log, timer files, checkpoint."""
@@ -37,12 +38,16 @@ class BrokerTimers:
         self.clock = clock
         self.stats = stats
         """Delivered timer messages count as puts of their topic."""
+        copied = load_master_progress(config.config_dir / MASTER_PROGRESS_FILE)
         self.engine = TimerService(
             store,
             config.store_dir / TIMER_DIRECTORY,
             clock,
             self._put_many,
             TimerSettings(precision_ms=config.timer_precision_ms),
+            inherited=None
+            if copied is None
+            else InheritedProgress(copied.master_timer_queue_offset, copied.last_read_time_ms),
         )
         store.add_arrival_listener(self.engine.on_arrival)
         self.enqueued: dict[str, int] = {}

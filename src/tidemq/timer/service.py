@@ -163,6 +163,19 @@ class RecallOutcome(enum.Enum):
     """The marker could not be stored; nothing changed (the caller may retry)."""
 
 
+@dataclass(frozen=True, slots=True)
+class InheritedProgress:
+    """How far the previous master's timer had got, as a slave copied it
+    (tidemq.broker.timer_progress): the TIMER_TOPIC offset it had enqueued up
+    to, and its last read time (every entry it had enqueued and due before
+    that time was delivered). A broker that becomes master with no timer
+    state of its own starts from it, as RocketMQ 5's TimerMessageStore
+    dequeues from the copied lastReadTimeMs once its role changes."""
+
+    queue_offset: int
+    read_time_ms: int
+
+
 class TimerService:
     def __init__(
         self,
@@ -171,6 +184,7 @@ class TimerService:
         clock: Clock,
         put_many: PutMany,
         settings: TimerSettings | None = None,
+        inherited: InheritedProgress | None = None,
     ) -> None:
         self.store = store
         self.directory = directory
@@ -192,6 +206,11 @@ class TimerService:
         """Key hash -> deliver_ms of recalls whose marker is not enqueued yet."""
         self._delivered_before_start: set[int] = set()
         self._forget_delivered_after_ms = -_NEVER
+        self._inherited = inherited
+        """Used at start only, and only with no timer state of this broker's own."""
+        self._inherited_from: int | None = None
+        """While starting from `_inherited`: the lowest commitlog offset of a
+        parked entry enqueued again (its delivery, if any, lies after it)."""
         self._in_doubt_scan_from: int | None = None
         self._next_wake_ms = _NEVER
         self._tasks = TaskSet("timer")
@@ -218,6 +237,7 @@ class TimerService:
                 "buckets_loaded",
                 "buckets_retired",
                 "segments_retired",
+                "inherited_skipped",
             ),
             0,
         )
@@ -236,6 +256,7 @@ class TimerService:
         self.directory.mkdir(parents=True, exist_ok=True)
         checkpoint = load_checkpoint(self.directory)
         had_files = bool(self._files.starts()) or (self.directory / "timerlog").exists()
+        inheriting = checkpoint is None and not had_files and self._inherited is not None
         if checkpoint is None:
             checkpoint = TimerCheckpoint()
             if not had_files:
@@ -244,7 +265,10 @@ class TimerService:
         self._log.open(checkpoint.log_end, checkpoint.segments)
         self._enqueue_offset = checkpoint.enqueue_offset
         self._watermark = self._frontier = checkpoint.watermark
-        self._delivered_before_start = self._scan_delivered(checkpoint.scan_from)
+        if inheriting:
+            self._inherit()
+        else:
+            self._delivered_before_start = self._scan_delivered(checkpoint.scan_from)
         now = self.clock.now_ms()
         self._forget_delivered_after_ms = now + self.settings.preload + 1
         while self._enqueue_batch():
@@ -397,6 +421,43 @@ class TimerService:
 
     # -- recovery: deliveries after the checkpoint -----------------------------
 
+    def _inherit(self) -> None:
+        """Start as the new master of a broker whose previous master parked
+        timer messages here (a promoted slave): enqueue the whole TIMER_TOPIC
+        queue again, except the entries that master had delivered before its
+        last read time, then find the deliveries it made after that in the
+        commitlog, from the oldest entry enqueued again on (a delivery comes
+        after the entry it delivers). What it delivered after the slave's last
+        copy of its progress and the slave did not get is delivered again:
+        at least once, as in RocketMQ."""
+        inherited = self._inherited
+        assert inherited is not None
+        self._inherited_from = self.store.commitlog_max_offset()
+        skipped_before = self._counters["inherited_skipped"]
+        while self._enqueue_batch():
+            pass
+        start = self._inherited_from
+        self._inherited_from = None
+        self._delivered_before_start = self._scan_delivered(start)
+        log.info(
+            "timer: started from the previous master's progress (enqueued to offset %d, "
+            "read time %d): %d entries it delivered skipped, %d deliveries found after it",
+            inherited.queue_offset,
+            inherited.read_time_ms,
+            self._counters["inherited_skipped"] - skipped_before,
+            len(self._delivered_before_start),
+        )
+
+    def _delivered_by_predecessor(self, queue_offset: int, eff_ms: int) -> bool:
+        """While inheriting: an entry the previous master had enqueued and
+        delivered (due before its last read time)."""
+        inherited = self._inherited
+        return (
+            inherited is not None
+            and queue_offset < inherited.queue_offset
+            and eff_ms < inherited.read_time_ms
+        )
+
     def _scan_delivered(self, start: int) -> set[int]:
         """Source offsets of deliveries stored in the commitlog from `start` on."""
         found: set[int] = set()
@@ -478,7 +539,13 @@ class TimerService:
             return 0
         normal: list[tuple[int, int, bytes, int]] = []
         recalls: list[Unit] = []
-        for buffer, physical in zip(result.buffers, result.physical_offsets, strict=True):
+        lowest = self._inherited_from
+        inheriting = lowest is not None and (
+            result.next_begin_offset - start == len(result.buffers)  # offsets known: no gap
+        )
+        for index, (buffer, physical) in enumerate(
+            zip(result.buffers, result.physical_offsets, strict=True)
+        ):
             raw = bytes(buffer)
             try:
                 view = props.PropertyView(peek_properties(raw))
@@ -491,10 +558,17 @@ class TimerService:
             if delete is not None:
                 recalls.append(Unit(eff_ms, -1, physical, key_hash(delete), UnitKind.RECALL))
                 continue
+            if inheriting and lowest is not None:
+                if self._delivered_by_predecessor(start + index, eff_ms):
+                    self._counters["inherited_skipped"] += 1
+                    continue
+                lowest = min(lowest, physical)
             real_topic = view.get(props.REAL_TOPIC)
             unique_key = view.get(props.UNIQ_KEY)
             khash = key_hash(delete_key(real_topic, unique_key)) if real_topic and unique_key else 0
             normal.append((eff_ms, physical, raw, khash))
+        if inheriting:
+            self._inherited_from = lowest
         positions = self._log.append_many([(eff, src, raw) for eff, src, raw, _ in normal])
         units = [
             Unit(eff, position, src, khash, UnitKind.NORMAL)

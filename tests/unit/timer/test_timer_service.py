@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from timer_rig import START_MS, TOPIC, TimerRig
 
+from tidemq.broker.timer_progress import TimerProgress, read_progress
 from tidemq.record.codec import decode_records
 from tidemq.testing.stores import make_message
 from tidemq.testing.waiting import eventually
 from tidemq.timer import RecallOutcome, TimerSettings, park
+from tidemq.timer.service import InheritedProgress
 
 
 async def test_delivers_at_not_before_its_time(rig: TimerRig) -> None:
@@ -214,3 +218,55 @@ async def test_a_service_starts_once(rig: TimerRig) -> None:
     await service.stop()
     with pytest.raises(RuntimeError, match="starts once"):
         await service.start()
+
+
+async def test_a_promoted_slave_delivers_what_its_master_left_exactly_once(
+    rig: TimerRig,
+) -> None:
+    """The store is the slave's copy (same records); the timer state is gone,
+    as a slave runs no timer; the progress is the master's checkpoint as
+    GET_TIMER_CHECK_POINT serves it, copied before the master's last delivery."""
+    service = await rig.start()
+    keys = [f"P{i}" for i in range(10)]
+    for i, key in enumerate(keys):
+        await rig.park(key, START_MS + 1_000 + i * 1_000)
+    await eventually(lambda: service.stats()["enqueued"] == 10, "the ten entries enqueued")
+    rig.advance_to(START_MS + 4_500)
+    await eventually(lambda: len(rig.keys()) == 4, "P0..P3 delivered")
+
+    def checkpointed() -> TimerProgress | None:
+        progress = read_progress(rig.directory)
+        return progress if progress.last_read_time_ms >= START_MS + 4_000 else None
+
+    copied = await eventually(checkpointed, "a checkpoint past P3")
+    rig.advance_to(START_MS + 5_500)  # delivered after the copy: found in the commitlog
+    await eventually(lambda: len(rig.keys()) == 5, "P4 delivered")
+    await rig.stop(close_store=False)
+    shutil.rmtree(rig.directory)
+
+    service = await rig.start(
+        inherited=InheritedProgress(copied.master_timer_queue_offset, copied.last_read_time_ms)
+    )
+    stats = service.stats()
+    assert stats["inherited_skipped"] == 4  # P0..P3, due before the copied read time
+    rig.advance_to(START_MS + 20_000)
+    await eventually(lambda: len(rig.keys()) == 10, "P5..P9 delivered")
+    await rig.settle()
+    assert rig.keys() == keys  # each once, in order
+    assert service.stats()["deduplicated"] == 1  # P4, delivered by the old master
+
+
+async def test_own_timer_state_wins_over_an_inherited_progress(rig: TimerRig) -> None:
+    """A broker that ran its timer before (a master restarted, or one that was
+    a master before it was a slave) starts from its own checkpoint."""
+    await rig.start()
+    await rig.park("OWN", START_MS + 1_000)
+    rig.advance_to(START_MS + 2_000)
+    await eventually(lambda: rig.keys() == ["OWN"], "OWN delivered")
+    await rig.stop(close_store=False)
+
+    service = await rig.start(inherited=InheritedProgress(0, 0))
+    rig.advance_to(START_MS + 3_000)
+    await rig.settle()
+    assert rig.keys() == ["OWN"]
+    assert service.stats()["inherited_skipped"] == 0

@@ -14,6 +14,7 @@ from tidemq.store.file_store import FileMessageStore
 from tidemq.testing.stores import make_message, small_config
 from tidemq.testing.waiting import eventually
 from tidemq.timer import TimerService, TimerSettings, park
+from tidemq.timer.service import InheritedProgress
 
 TOPIC = "TimerTarget"
 START_MS = 1_700_000_000_000
@@ -41,6 +42,11 @@ class TimerRig:
     service: TimerService | None = None
     services: list[TimerService] = field(default_factory=list)
 
+    @property
+    def directory(self) -> Path:
+        """The timer's own files."""
+        return self.root / "store" / "timer"
+
     def open_store(self) -> FileMessageStore:
         config = small_config(self.root / "store", flush_mode=self.flush_mode)
         store = FileMessageStore(config, clock=self.clock)
@@ -48,14 +54,17 @@ class TimerRig:
         self.store = store
         return store
 
-    async def start(self, settings: TimerSettings | None = None) -> TimerService:
+    async def start(
+        self, settings: TimerSettings | None = None, inherited: InheritedProgress | None = None
+    ) -> TimerService:
         store = self.store or self.open_store()
         service = TimerService(
             store,
-            self.root / "store" / "timer",
+            self.directory,
             self.clock,
             store.put_messages,
             settings or self.settings,
+            inherited,
         )
         store.add_arrival_listener(service.on_arrival)
         await service.start()
