@@ -5,8 +5,10 @@ The resources a request names are derived once, the ACL 1.0 way
 gRPC): (topic, PUB/SUB) and (``%RETRY%group``, SUB). Here they become what
 RocketMQ 5's auth module asks for (apache/rocketmq 5.3.0 on, read at HEAD:
 ``remoting/.../protocol/header/*RequestHeader.java`` ``@RocketMQAction``
-annotations): a send is Pub on ``Topic:T``; a pull, heartbeat or offset
-commit is Sub on ``Topic:T`` and Sub on ``Group:G``. Admin-only requests
+annotations, and ``DefaultAuthorizationContextBuilder.build``): a send is Pub
+on ``Topic:T``; a pull or heartbeat is Sub on ``Topic:T`` and Sub on
+``Group:G``; reading a consumer offset takes Sub or Get, writing one Sub or
+Update, on both (``user_wants``). Admin-only requests
 need an action (``ADMIN_ACTIONS``: creation Create, deletion Delete, a user
 or ACL read or list Get, any other change Update) on what they name: a topic's
 creation ``Topic:T`` (``CreateTopicRequestHeader``: action CREATE,
@@ -31,7 +33,14 @@ from .denial import Denial, Reason
 from .permissions import Permission
 from .resources import group_of_retry_topic, is_retry_topic
 
-__all__ = ["ADMIN_ACTIONS", "admin_action", "admin_target", "authorize_user"]
+__all__ = [
+    "ADMIN_ACTIONS",
+    "Wanted",
+    "admin_action",
+    "admin_target",
+    "authorize_user",
+    "user_wants",
+]
 
 ADMIN_ACTIONS: dict[int, Action] = {
     int(RequestCode.UPDATE_AND_CREATE_TOPIC): Action.CREATE,
@@ -81,6 +90,53 @@ def _wanted(resource: str, perm: Permission) -> tuple[Resource, Action]:
     return Resource.topic(resource), action
 
 
+Wanted = tuple[Resource, tuple[Action, ...]]
+"""A resource and the actions of which any one grants the request."""
+
+_TOPIC_AND_GROUP_ACTIONS: dict[int, tuple[Action, ...]] = {
+    int(RequestCode.QUERY_CONSUMER_OFFSET): (Action.SUB, Action.GET),
+    int(RequestCode.UPDATE_CONSUMER_OFFSET): (Action.SUB, Action.UPDATE),
+}
+
+
+def user_wants(
+    code: int, ext_fields: Mapping[str, str] | None, needed: Sequence[tuple[str, Permission]]
+) -> list[Wanted]:
+    """What a 5.x user needs for a remoting request (not admin-only).
+
+    The cases RocketMQ 5's DefaultAuthorizationContextBuilder.build writes
+    out (apache/rocketmq at 8fc57f1468) where they differ from the ACL 1.0
+    derivation: the consumer offsets (Sub or Get to read, Sub or Update to
+    write, on the topic unless it is a retry topic, and on the group), the
+    consumer list (Sub or Get on the group), a message query (Sub or Get on
+    the topic) and END_TRANSACTION (Pub on the topic it names). Everything
+    else is `needed` as ``_wanted`` reads it."""
+    fields = ext_fields or {}
+    actions = _TOPIC_AND_GROUP_ACTIONS.get(code)
+    if actions is not None:
+        wants: list[Wanted] = []
+        topic, group = fields.get("topic"), fields.get("consumerGroup")
+        if topic is not None and not is_retry_topic(topic):
+            wants.append((Resource.topic(topic), actions))
+        if group is not None:
+            wants.append((Resource.group(group), actions))
+        return wants
+    if code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
+        group = fields.get("consumerGroup")
+        return [] if group is None else [(Resource.group(group), (Action.SUB, Action.GET))]
+    if code == RequestCode.QUERY_MESSAGE:
+        topic = fields.get("topic")
+        return [] if topic is None else [(Resource.topic(topic), (Action.SUB, Action.GET))]
+    if code == RequestCode.END_TRANSACTION:
+        topic = fields.get("topic")
+        return [(Resource.topic(topic), (Action.PUB,))] if topic and topic.strip() else []
+    return [(resource, (action,)) for resource, action in map(_wanted_pair, needed)]
+
+
+def _wanted_pair(item: tuple[str, Permission]) -> tuple[Resource, Action]:
+    return _wanted(*item)
+
+
 def authorize_user(
     state: AuthState,
     user: User,
@@ -89,18 +145,22 @@ def authorize_user(
     *,
     admin_code: int | None = None,
     admin_resource: Resource | None = None,
+    wants: Sequence[Wanted] | None = None,
 ) -> Denial | None:
     """None when `user` (authenticated, enabled) may do this from `host`, else why not.
     `admin_code`: the request is admin-only (its code picks the action), on
-    `admin_resource` (``admin_target``; Cluster when not given)."""
+    `admin_resource` (``admin_target``; Cluster when not given). `wants`: what
+    the request needs when the caller derived it (``user_wants``); else each
+    of `needed`, one action each."""
     if user.is_super:
         return None
-    wants = [_wanted(resource, perm) for resource, perm in needed]
+    if wants is None:
+        wants = [(resource, (action,)) for resource, action in map(_wanted_pair, needed)]
     if admin_code is not None:
-        wants = [(admin_resource or Resource.cluster(), admin_action(admin_code))]
+        wants = [(admin_resource or Resource.cluster(), (admin_action(admin_code),))]
     entries = state.entries_of(user.username)
-    for resource, action in wants:
-        entry = deciding_entry(entries, resource, action, host)
+    for resource, actions in wants:
+        entry = deciding_entry(entries, resource, actions, host)
         if entry is None or entry.decision is Decision.DENY:
             detail = "no matched policies." if entry is None else "the decision is deny."
             reason = Reason.NOT_ADMIN if admin_code is not None else Reason.NO_PERMISSION

@@ -257,13 +257,21 @@ class PolicyEntry:
 
 
 def deciding_entry(
-    entries: Iterable[PolicyEntry], wanted: Resource, action: Action, host: str
+    entries: Iterable[PolicyEntry],
+    wanted: Resource,
+    action: Action | tuple[Action, ...],
+    host: str,
 ) -> PolicyEntry | None:
-    """The entry that decides `action` on `wanted` from `host`; None: no entry matches (refused)."""
+    """The entry that decides `action` on `wanted` from `host`; None: no entry matches (refused).
+    Several actions: an entry granting any of them matches (AclAuthorizationHandler keeps
+    the entries whose `isMatchAction` takes the context's list, then the most specific)."""
+    actions = action if isinstance(action, tuple) else (action,)
     matching = [
         e
         for e in entries
-        if e.resource.covers(wanted) and e.covers_action(action) and e.covers_host(host)
+        if e.resource.covers(wanted)
+        and any(e.covers_action(a) for a in actions)
+        and e.covers_host(host)
     ]
     return min(matching, key=PolicyEntry.specificity, default=None)
 

@@ -54,7 +54,7 @@ from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.heartbeat import HeartbeatData, parse_heartbeat
 
-from .auth_check import admin_target, authorize_user
+from .auth_check import admin_target, authorize_user, user_wants
 from .auth_model import AuthState, User
 from .denial import Denial, Reason
 from .permissions import Permission, check_permission, needs_admin
@@ -208,7 +208,8 @@ def validate(
     admin_only = require_admin or needs_admin(request.code) or request.code in TIDEMQ_ADMIN_CODES
     if user is not None:
         if not admin_only:
-            return authorize_user(policy.auth, user, needed, host)
+            wants = user_wants(request.code, request.ext_fields, needed)
+            return authorize_user(policy.auth, user, needed, host, wants=wants)
         target = admin_target(request.code, request.ext_fields)
         return authorize_user(
             policy.auth, user, needed, host, admin_code=request.code, admin_resource=target

@@ -216,3 +216,55 @@ def test_topic_admin_is_granted_on_the_topic(store: AuthStore) -> None:
         admin_request(int(RequestCode.UPDATE_BROKER_CONFIG), "alice", "aliceSecret1"), HOST
     )
     assert config is not None and "Cluster:*" in config.remark
+
+
+def signed(code: int, fields: dict[str, str], key: str, secret: str) -> RemotingCommand:
+    return RemotingCommand.request(code, sign_fields(fields, b"", key, secret))
+
+
+def test_offsets_and_queries_need_what_rocketmq_5_asks_of_a_user(store: AuthStore) -> None:
+    """DefaultAuthorizationContextBuilder.build: reading an offset takes Sub or
+    Get, writing one Sub or Update, on the topic (not a retry topic) and the
+    group; the consumer list Sub or Get on the group; a message query Sub or
+    Get on the topic; END_TRANSACTION Pub on the topic it names."""
+    store.create_user(User("bob", "bobSecret01"))
+    store.create_acl("bob", [entry("Topic:orders", "Get"), entry("Group:audit", "Get")])
+    store.create_user(User("carol", "carolSecret1"))
+    gate = gate_over(store)
+    offset = {"consumerGroup": "audit", "topic": "orders", "queueId": "0"}
+    update = {**offset, "commitOffset": "5"}
+
+    def check(code: int, fields: dict[str, str], key: str, secret: str) -> str | None:
+        refusal = gate.check(signed(code, fields, key, secret), HOST)
+        if refusal is None:
+            return None
+        assert refusal.code == ResponseCode.NO_PERMISSION
+        return refusal.remark
+
+    query = RequestCode.QUERY_CONSUMER_OFFSET
+    assert check(query, offset, "bob", "bobSecret01") is None  # Get is enough to read
+    assert check(RequestCode.UPDATE_CONSUMER_OFFSET, update, "bob", "bobSecret01") == (
+        "User:bob has no permission to access Topic:orders from 127.0.0.1, no matched policies."
+    )
+    assert check(query, offset, "carol", "carolSecret1") == (
+        "User:carol has no permission to access Topic:orders from 127.0.0.1, no matched policies."
+    )
+    # alice (Topic:* Pub Sub, Group:g* Sub): Sub reads and writes offsets of her groups
+    mine = {**update, "consumerGroup": "g1"}
+    assert check(RequestCode.UPDATE_CONSUMER_OFFSET, mine, "alice", "aliceSecret1") is None
+    assert check(query, {**offset, "consumerGroup": "audit"}, "alice", "aliceSecret1") == (
+        "User:alice has no permission to access Group:audit from 127.0.0.1, no matched policies."
+    )
+    retry = {**offset, "topic": "%RETRY%audit"}  # a retry topic: the group alone is checked
+    assert check(query, retry, "bob", "bobSecret01") is None
+    group_list = RequestCode.GET_CONSUMER_LIST_BY_GROUP
+    assert check(group_list, {"consumerGroup": "audit"}, "bob", "bobSecret01") is None
+    assert check(group_list, {"consumerGroup": "audit"}, "carol", "carolSecret1") is not None
+    assert check(RequestCode.QUERY_MESSAGE, {"topic": "orders"}, "bob", "bobSecret01") is None
+    ended = {"producerGroup": "PG", "topic": "orders", "commitOrRollback": "8"}
+    assert check(RequestCode.END_TRANSACTION, ended, "bob", "bobSecret01") == (
+        "User:bob has no permission to access Topic:orders from 127.0.0.1, no matched policies."
+    )
+    assert check(RequestCode.END_TRANSACTION, ended, "alice", "aliceSecret1") is None
+    untargeted = {"producerGroup": "PG", "commitOrRollback": "8"}
+    assert check(RequestCode.END_TRANSACTION, untargeted, "carol", "carolSecret1") is None
