@@ -99,6 +99,52 @@ _TOPIC_AND_GROUP_ACTIONS: dict[int, tuple[Action, ...]] = {
 }
 
 
+_GROUP_AND_TOPIC = (("Group", "consumerGroup"), ("Topic", "topic"))
+_TOPIC = (("Topic", "topic"),)
+
+_ANNOTATED: dict[int, tuple[Action, tuple[tuple[str, str], ...]]] = {
+    int(RequestCode.POP_MESSAGE): (Action.SUB, _GROUP_AND_TOPIC),
+    int(RequestCode.ACK_MESSAGE): (Action.SUB, _GROUP_AND_TOPIC),
+    int(RequestCode.CHANGE_MESSAGE_INVISIBLETIME): (Action.SUB, _GROUP_AND_TOPIC),
+    int(RequestCode.NOTIFICATION): (Action.SUB, _GROUP_AND_TOPIC),
+    int(RequestCode.POLLING_INFO): (Action.GET, _GROUP_AND_TOPIC),
+    int(RequestCode.GET_MAX_OFFSET): (Action.GET, _TOPIC),
+    int(RequestCode.GET_MIN_OFFSET): (Action.GET, _TOPIC),
+    int(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP): (Action.GET, _TOPIC),
+    int(RequestCode.GET_EARLIEST_MSG_STORETIME): (Action.GET, _TOPIC),
+    int(RequestCode.VIEW_MESSAGE_BY_ID): (Action.GET, _TOPIC),
+    int(RequestCode.GET_CONSUMER_RUNNING_INFO): (Action.GET, (("Group", "consumerGroup"),)),
+    int(RequestCode.GET_CONSUME_STATS): (Action.GET, _GROUP_AND_TOPIC),
+}
+"""The requests RocketMQ 5 judges by their header's annotations
+(``buildContextByAnnotation``: ``@RocketMQAction`` on the header class, each
+``@RocketMQResource`` field a resource, a retry topic its group), for the codes
+tidemq answers that the ACL 1.0 derivation leaves unchecked: the action, and
+(resource kind, header field) pairs. Headers at apache/rocketmq 8fc57f1468:
+Pop/Ack/ChangeInvisibleTime/Notification (Sub), PollingInfo, Get{Max,Min}Offset,
+SearchOffset, GetEarliestMsgStoretime, ViewMessage, GetConsumerRunningInfo,
+GetConsumeStats (Get)."""
+
+
+def _annotated(code: int, fields: Mapping[str, str]) -> list[Wanted] | None:
+    """What `code`'s header annotations ask, None for a code without them here."""
+    found = _ANNOTATED.get(code)
+    if found is None:
+        return None
+    action, named = found
+    wants: list[Wanted] = []
+    for kind, field in named:
+        value = fields.get(field)
+        if value is None:
+            continue
+        if kind == "Topic" and not is_retry_topic(value):
+            wants.append((Resource.topic(value), (action,)))
+        else:
+            group = group_of_retry_topic(value) if is_retry_topic(value) else value
+            wants.append((Resource.group(group), (action,)))
+    return wants
+
+
 def user_wants(
     code: int, ext_fields: Mapping[str, str] | None, needed: Sequence[tuple[str, Permission]]
 ) -> list[Wanted]:
@@ -109,8 +155,10 @@ def user_wants(
     derivation: the consumer offsets (Sub or Get to read, Sub or Update to
     write, on the topic unless it is a retry topic, and on the group), the
     consumer list (Sub or Get on the group), a message query (Sub or Get on
-    the topic) and END_TRANSACTION (Pub on the topic it names). Everything
-    else is `needed` as ``_wanted`` reads it."""
+    the topic) and END_TRANSACTION (Pub on the topic it names); then the
+    codes judged by their headers' annotations (``_ANNOTATED``: POP and its
+    acknowledgements, the offset and message lookups). Everything else is
+    `needed` as ``_wanted`` reads it."""
     fields = ext_fields or {}
     actions = _TOPIC_AND_GROUP_ACTIONS.get(code)
     if actions is not None:
@@ -130,6 +178,9 @@ def user_wants(
     if code == RequestCode.END_TRANSACTION:
         topic = fields.get("topic")
         return [(Resource.topic(topic), (Action.PUB,))] if topic and topic.strip() else []
+    annotated = _annotated(code, fields)
+    if annotated is not None:
+        return annotated
     return [(resource, (action,)) for resource, action in map(_wanted_pair, needed)]
 
 

@@ -268,3 +268,31 @@ def test_offsets_and_queries_need_what_rocketmq_5_asks_of_a_user(store: AuthStor
     assert check(RequestCode.END_TRANSACTION, ended, "alice", "aliceSecret1") is None
     untargeted = {"producerGroup": "PG", "commitOrRollback": "8"}
     assert check(RequestCode.END_TRANSACTION, untargeted, "carol", "carolSecret1") is None
+
+
+def test_pop_and_the_lookups_need_their_headers_actions(store: AuthStore) -> None:
+    """buildContextByAnnotation: POP and its acknowledgements are Sub on the
+    group and the topic; the offset and message lookups Get on the topic; a
+    retry topic in a topic field stands for its group."""
+    store.create_user(User("dave", "daveSecret01"))
+    store.create_acl("dave", [entry("Topic:orders", "Sub"), entry("Group:pop", "Sub")])
+    gate = gate_over(store)
+
+    def refused(code: int, fields: dict[str, str]) -> str | None:
+        refusal = gate.check(signed(code, fields, "dave", "daveSecret01"), HOST)
+        return None if refusal is None else refusal.remark
+
+    popped = {"consumerGroup": "pop", "topic": "orders", "queueId": "-1"}
+    assert refused(RequestCode.POP_MESSAGE, popped) is None
+    assert refused(RequestCode.ACK_MESSAGE, popped) is None
+    assert refused(RequestCode.POP_MESSAGE, {**popped, "consumerGroup": "other"}) == (
+        "User:dave has no permission to access Group:other from 127.0.0.1, no matched policies."
+    )
+    assert (
+        refused(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, {**popped, "topic": "%RETRY%pop"}) is None
+    )
+    assert refused(RequestCode.GET_MAX_OFFSET, {"topic": "orders", "queueId": "0"}) == (
+        "User:dave has no permission to access Topic:orders from 127.0.0.1, no matched policies."
+    )
+    store.create_acl("dave", [entry("Topic:orders", "Get")])
+    assert refused(RequestCode.GET_MAX_OFFSET, {"topic": "orders", "queueId": "0"}) is None
