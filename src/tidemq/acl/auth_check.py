@@ -24,6 +24,7 @@ access Topic:T from IP, no matched policies." / "..., the decision is deny."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from tidemq.protocol.codes import RequestCode
@@ -39,6 +40,7 @@ __all__ = [
     "admin_action",
     "admin_target",
     "authorize_user",
+    "lock_wants",
     "user_wants",
 ]
 
@@ -145,8 +147,38 @@ def _annotated(code: int, fields: Mapping[str, str]) -> list[Wanted] | None:
     return wants
 
 
+_LOCK_CODES = frozenset({int(RequestCode.LOCK_BATCH_MQ), int(RequestCode.UNLOCK_BATCH_MQ)})
+
+
+def lock_wants(body: bytes) -> list[Wanted]:
+    """LOCK_BATCH_MQ / UNLOCK_BATCH_MQ: Sub on the body's group and on each
+    queue's topic that is not a retry topic (DefaultAuthorizationContextBuilder
+    reads LockBatchRequestBody). ValueError for a body that is not one, which
+    RocketMQ refuses too (the builder's decode fails)."""
+    try:
+        document = json.loads(body.decode("utf-8")) if body else None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"the lock batch body is not JSON: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("consumerGroup"), str):
+        raise ValueError("the lock batch body names no consumerGroup")
+    queues = document.get("mqSet") or []
+    if not isinstance(queues, list):
+        raise ValueError("the lock batch body's mqSet is not a list")
+    wants: list[Wanted] = [(Resource.group(document["consumerGroup"]), (Action.SUB,))]
+    for queue in queues:
+        topic = queue.get("topic") if isinstance(queue, dict) else None
+        if not isinstance(topic, str):
+            raise ValueError("a queue of the lock batch body names no topic")
+        if not is_retry_topic(topic):
+            wants.append((Resource.topic(topic), (Action.SUB,)))
+    return wants
+
+
 def user_wants(
-    code: int, ext_fields: Mapping[str, str] | None, needed: Sequence[tuple[str, Permission]]
+    code: int,
+    ext_fields: Mapping[str, str] | None,
+    needed: Sequence[tuple[str, Permission]],
+    body: bytes = b"",
 ) -> list[Wanted]:
     """What a 5.x user needs for a remoting request (not admin-only).
 
@@ -157,9 +189,12 @@ def user_wants(
     consumer list (Sub or Get on the group), a message query (Sub or Get on
     the topic) and END_TRANSACTION (Pub on the topic it names); then the
     codes judged by their headers' annotations (``_ANNOTATED``: POP and its
-    acknowledgements, the offset and message lookups). Everything else is
-    `needed` as ``_wanted`` reads it."""
+    acknowledgements, the offset and message lookups) and the queue locks
+    (``lock_wants``, from `body`: ValueError if it is not a lock body).
+    Everything else is `needed` as ``_wanted`` reads it."""
     fields = ext_fields or {}
+    if code in _LOCK_CODES:
+        return lock_wants(body)
     actions = _TOPIC_AND_GROUP_ACTIONS.get(code)
     if actions is not None:
         wants: list[Wanted] = []

@@ -208,7 +208,10 @@ def validate(
     admin_only = require_admin or needs_admin(request.code) or request.code in TIDEMQ_ADMIN_CODES
     if user is not None:
         if not admin_only:
-            wants = user_wants(request.code, request.ext_fields, needed)
+            try:
+                wants = user_wants(request.code, request.ext_fields, needed, request.body)
+            except ValueError as exc:
+                return Denial(Reason.BAD_REQUEST, str(exc)[:300])
             return authorize_user(policy.auth, user, needed, host, wants=wants)
         target = admin_target(request.code, request.ext_fields)
         return authorize_user(

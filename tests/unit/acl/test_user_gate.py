@@ -296,3 +296,37 @@ def test_pop_and_the_lookups_need_their_headers_actions(store: AuthStore) -> Non
     )
     store.create_acl("dave", [entry("Topic:orders", "Get")])
     assert refused(RequestCode.GET_MAX_OFFSET, {"topic": "orders", "queueId": "0"}) is None
+
+
+def test_queue_locks_need_sub_on_the_group_and_each_topic(store: AuthStore) -> None:
+    """LOCK/UNLOCK_BATCH_MQ: Sub on the body's group and every queue's topic
+    (not a retry topic); a body that is not a lock body is refused."""
+    store.create_user(User("erin", "erinSecret01"))
+    store.create_acl("erin", [entry("Topic:orders", "Sub"), entry("Group:g1", "Sub")])
+    gate = gate_over(store)
+
+    def lock(
+        code: int, body: object, key: str = "erin", secret: str = "erinSecret01"
+    ) -> str | None:
+        raw = json.dumps(body).encode() if not isinstance(body, bytes) else body
+        fields = sign_fields({}, raw, key, secret)
+        refusal = gate.check(RemotingCommand.request(code, fields, raw), HOST)
+        return None if refusal is None else refusal.remark
+
+    queues = [
+        {"topic": "orders", "brokerName": "broker-a", "queueId": 0},
+        {"topic": "%RETRY%g1", "brokerName": "broker-a", "queueId": 0},
+    ]
+    mine = {"consumerGroup": "g1", "clientId": "c1", "mqSet": queues}
+    assert lock(RequestCode.LOCK_BATCH_MQ, mine) is None
+    assert lock(RequestCode.UNLOCK_BATCH_MQ, mine) is None
+    theirs = {**mine, "consumerGroup": "billing"}
+    assert lock(RequestCode.LOCK_BATCH_MQ, theirs) == (
+        "User:erin has no permission to access Group:billing from 127.0.0.1, no matched policies."
+    )
+    secret_queue = {**mine, "mqSet": [{"topic": "secret", "brokerName": "b", "queueId": 1}]}
+    assert lock(RequestCode.LOCK_BATCH_MQ, secret_queue) == (
+        "User:erin has no permission to access Topic:secret from 127.0.0.1, no matched policies."
+    )
+    assert lock(RequestCode.LOCK_BATCH_MQ, b"not json") is not None
+    assert lock(RequestCode.LOCK_BATCH_MQ, {"mqSet": queues}) is not None
