@@ -348,7 +348,12 @@ class DelayScheduler:
 
     async def stop(self) -> None:
         """Cancel and await the tasks (a put in flight may finish, up to
-        `stop_grace_s`), then persist the progress."""
+        `stop_grace_s`), then persist the progress. A scheduler never started
+        (a slave's: its master delivers, and the slave keeps a copy of the
+        master's progress in the same file) writes nothing: its offsets are
+        the ones read at start-up, older than that copy."""
+        if self._loop is None and not self._tasks:
+            return
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()

@@ -541,14 +541,18 @@ class Broker:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.replication is not None:
             await _step("stopping replication", self.replication.stop)
-        if core is not None and core.scheduler is not None:
-            await _step("stopping the delay scheduler", core.scheduler.stop)
-        if core is not None and core.pop_engine is not None:
-            await _step("stopping POP", core.pop_engine.stop)
-        if core is not None and core.transactions is not None:
-            await _step("stopping the transaction checks", core.transactions.stop)
-        if core is not None and core.timers is not None:
-            await _step("stopping the timers", core.timers.stop)
+        if core is not None and not self.is_slave:
+            # A slave started none of these (`start`); stopping one would write
+            # its progress as read at start-up over the copy of its master's
+            # that the slave keeps (the delay offsets, the transaction checks').
+            if core.scheduler is not None:
+                await _step("stopping the delay scheduler", core.scheduler.stop)
+            if core.pop_engine is not None:
+                await _step("stopping POP", core.pop_engine.stop)
+            if core.transactions is not None:
+                await _step("stopping the transaction checks", core.transactions.stop)
+            if core.timers is not None:
+                await _step("stopping the timers", core.timers.stop)
         if service is not None:
             await self._finish_offset_write()
             await _step(
