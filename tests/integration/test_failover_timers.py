@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import signal
 from collections import Counter
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -41,6 +42,40 @@ async def role_of(brokers: Brokers, node: Node) -> str | None:
         return None
 
 
+async def kill_and_count(
+    brokers: Brokers,
+    master: Node,
+    slave: Node,
+    early: list[bytes],
+    late: list[bytes],
+    progress_copied: Callable[[], bool],
+) -> None:
+    """Once the slave has the master's deliveries of `early` and a copy of its
+    progress past them, kill the master; the slave, promoted, delivers `late`;
+    then every one of them is on it exactly once."""
+
+    async def early_on_slave() -> bool:
+        on_slave = await bodies_on(brokers, slave)
+        return all(on_slave[b] == 1 for b in early)
+
+    await eventually(early_on_slave, "the early deliveries copied to the slave")
+    await eventually(progress_copied, "the slave's copy of the master's progress")
+    await brokers.stop(master, signal.SIGKILL)
+
+    async def slave_is_master() -> bool:
+        return await role_of(brokers, slave) == "SYNC_MASTER"
+
+    await eventually(slave_is_master, "the slave taking over", timeout=30)
+
+    async def late_on_slave() -> bool:
+        on_slave = await bodies_on(brokers, slave)
+        return all(on_slave[b] >= 1 for b in late)
+
+    await eventually(late_on_slave, "the late deliveries by the new master", timeout=40)
+    delivered = await bodies_on(brokers, slave)
+    assert {b: delivered[b] for b in early + late} == {b: 1 for b in early + late}
+
+
 async def test_timer_messages_are_delivered_once_across_a_failover(tmp_path: Path) -> None:
     async with broker_set(tmp_path) as (brokers, controllers):
         one = replica(brokers, controllers, 1)
@@ -49,48 +84,19 @@ async def test_timer_messages_are_delivered_once_across_a_failover(tmp_path: Pat
         late = [f"late {i}".encode() for i in range(LATE)]
         config = ClientConfig(namesrv=brokers.namesrv)
         async with AsyncProducer("timer-producers", client_config=config) as producer:
-            for body in early:
+            for body, after in [(b, 0.2) for b in early] + [(b, 8.0) for b in late]:
                 sent = await producer.send(
-                    make_message(TOPIC, body, deliver_after=timedelta(milliseconds=200))
+                    make_message(TOPIC, body, deliver_after=timedelta(seconds=after))
                 )
                 assert sent.status.value == "SEND_OK"
-            for body in late:
-                sent = await producer.send(
-                    make_message(TOPIC, body, deliver_after=timedelta(seconds=8))
-                )
-                assert sent.status.value == "SEND_OK"
-
-        # The master delivers the early ones; replica 2 has those deliveries,
-        # and a copy of the master's timer progress past them.
-        async def early_on_two() -> bool:
-            on_two = await bodies_on(brokers, two)
-            return all(on_two[b] == 1 for b in early)
-
-        await eventually(early_on_two, "the early deliveries copied to replica 2")
         copy = two.data_dir / "config" / MASTER_PROGRESS_FILE
 
         def progress_copied() -> bool:
             if not copy.exists():
                 return False
-            progress = json.loads(copy.read_text())
-            return progress["master_timer_queue_offset"] >= EARLY + LATE
+            return json.loads(copy.read_text())["master_timer_queue_offset"] >= EARLY + LATE
 
-        await eventually(progress_copied, "replica 2's copy of the master's timer progress")
-
-        await brokers.stop(one, signal.SIGKILL)
-
-        async def two_is_master() -> bool:
-            return await role_of(brokers, two) == "SYNC_MASTER"
-
-        await eventually(two_is_master, "replica 2 taking over", timeout=30)
-
-        async def late_on_two() -> bool:
-            on_two = await bodies_on(brokers, two)
-            return all(on_two[b] >= 1 for b in late)
-
-        await eventually(late_on_two, "the late deliveries by the new master", timeout=30)
-        delivered = await bodies_on(brokers, two)
-        assert {b: delivered[b] for b in early + late} == {b: 1 for b in early + late}
+        await kill_and_count(brokers, one, two, early, late, progress_copied)
 
 
 async def test_delay_messages_are_delivered_once_across_a_failover(tmp_path: Path) -> None:
@@ -105,12 +111,6 @@ async def test_delay_messages_are_delivered_once_across_a_failover(tmp_path: Pat
                 for body in bodies:
                     sent = await producer.send(make_message(TOPIC, body, delay_level=level))
                     assert sent.status.value == "SEND_OK"
-
-        async def early_on_two() -> bool:
-            on_two = await bodies_on(brokers, two)
-            return all(on_two[b] == 1 for b in early)
-
-        await eventually(early_on_two, "the level-1 deliveries copied to replica 2")
         copy = two.data_dir / "config" / "delayOffset.json"
 
         def progress_copied() -> bool:
@@ -118,18 +118,4 @@ async def test_delay_messages_are_delivered_once_across_a_failover(tmp_path: Pat
                 return False
             return int(json.loads(copy.read_text())["offsetTable"].get("1", 0)) >= EARLY
 
-        await eventually(progress_copied, "replica 2's copy of the delay offsets")
-        await brokers.stop(one, signal.SIGKILL)
-
-        async def two_is_master() -> bool:
-            return await role_of(brokers, two) == "SYNC_MASTER"
-
-        await eventually(two_is_master, "replica 2 taking over", timeout=30)
-
-        async def late_on_two() -> bool:
-            on_two = await bodies_on(brokers, two)
-            return all(on_two[b] >= 1 for b in late)
-
-        await eventually(late_on_two, "the level-3 deliveries by the new master", timeout=40)
-        delivered = await bodies_on(brokers, two)
-        assert {b: delivered[b] for b in early + late} == {b: 1 for b in early + late}
+        await kill_and_count(brokers, one, two, early, late, progress_copied)
