@@ -539,10 +539,8 @@ class TimerService:
             return 0
         normal: list[tuple[int, int, bytes, int]] = []
         recalls: list[Unit] = []
-        lowest = self._inherited_from
-        inheriting = lowest is not None and (
-            result.next_begin_offset - start == len(result.buffers)  # offsets known: no gap
-        )
+        lowest = self._inherited_from  # not None while inheriting (start-up only)
+        offsets_known = result.next_begin_offset - start == len(result.buffers)  # no gap
         for index, (buffer, physical) in enumerate(
             zip(result.buffers, result.physical_offsets, strict=True)
         ):
@@ -558,8 +556,8 @@ class TimerService:
             if delete is not None:
                 recalls.append(Unit(eff_ms, -1, physical, key_hash(delete), UnitKind.RECALL))
                 continue
-            if inheriting and lowest is not None:
-                if self._delivered_by_predecessor(start + index, eff_ms):
+            if lowest is not None:
+                if offsets_known and self._delivered_by_predecessor(start + index, eff_ms):
                     self._counters["inherited_skipped"] += 1
                     continue
                 lowest = min(lowest, physical)
@@ -567,7 +565,7 @@ class TimerService:
             unique_key = view.get(props.UNIQ_KEY)
             khash = key_hash(delete_key(real_topic, unique_key)) if real_topic and unique_key else 0
             normal.append((eff_ms, physical, raw, khash))
-        if inheriting:
+        if lowest is not None:
             self._inherited_from = lowest
         positions = self._log.append_many([(eff, src, raw) for eff, src, raw, _ in normal])
         units = [
