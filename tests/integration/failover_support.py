@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -76,3 +77,16 @@ async def start_pair(brokers: Brokers, nodes: list[ControllerNode], one: Node) -
     await brokers.topic_on(two)
     await eventually(lambda: in_sync(brokers, one), "replica 2 joining the SyncStateSet")
     return two
+
+
+async def role_of(brokers: Brokers, node: Node) -> str | None:
+    """The node's role as it reports it (None while it cannot answer)."""
+    try:
+        return (await brokers.runtime_info(node)).get("tidemqBrokerRole")
+    except Exception:
+        return None
+
+
+async def bodies_on(brokers: Brokers, node: Node) -> Counter[bytes]:
+    """How many times each body is stored on `node`, over every queue of the topic."""
+    return Counter(b for queue in (await brokers.pull_all(node)).values() for b in queue)

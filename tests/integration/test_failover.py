@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from controller_support import controller_leader
-from failover_support import broker_set, in_sync, replica, start_pair, sync_state_set
+from failover_support import broker_set, in_sync, replica, role_of, start_pair, sync_state_set
 from replication_support import QUEUES, TOPIC, Brokers, Node
 
 from tidemq.client.errors import ClientError
@@ -27,13 +27,6 @@ pytestmark = pytest.mark.slow
 
 def body(i: int) -> bytes:
     return f"order {i:05d} ".encode() * 20
-
-
-async def role_of(brokers: Brokers, node: Node) -> str | None:
-    try:
-        return (await brokers.runtime_info(node)).get("tidemqBrokerRole")
-    except Exception:
-        return None
 
 
 async def send_acked(brokers: Brokers, master: Node, first: int, count: int) -> list[bytes]:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import signal
-from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from failover_support import broker_set, replica, start_pair
+from failover_support import bodies_on, broker_set, replica, role_of, start_pair
 from replication_support import TOPIC, Brokers, Node
 
 from tidemq.broker.timer_progress import MASTER_PROGRESS_FILE
@@ -29,17 +28,6 @@ from tidemq.testing.waiting import eventually
 pytestmark = pytest.mark.slow
 
 EARLY, LATE = 5, 5
-
-
-async def bodies_on(brokers: Brokers, node: Node) -> Counter[bytes]:
-    return Counter(b for queue in (await brokers.pull_all(node)).values() for b in queue)
-
-
-async def role_of(brokers: Brokers, node: Node) -> str | None:
-    try:
-        return (await brokers.runtime_info(node)).get("tidemqBrokerRole")
-    except Exception:
-        return None
 
 
 async def kill_and_count(

@@ -415,14 +415,21 @@ class ClientInstance:
         A broker address not seen before gets a heartbeat at once (then the
         consumers rebalance), so a topic created after a consumer started is
         consumed without waiting for the next heartbeat and rebalance ticks.
+        So does an address that has become a master (a promoted slave, which
+        a producer-only client never sent a heartbeat to): its transaction
+        checks find the producer at once, not after the next 30 s tick.
         """
         known = set(self.broker_addresses(masters_only=False))
+        known_masters = set(self.broker_addresses(masters_only=True))
         for broker in route.broker_datas:
             self._broker_addrs[broker.broker_name] = dict(broker.addrs)
         if (
             self._started
             and not self._closed
-            and (set(self.broker_addresses(masters_only=False)) - known)
+            and (
+                set(self.broker_addresses(masters_only=False)) - known
+                or set(self.broker_addresses(masters_only=True)) - known_masters
+            )
         ):
             self.spawn(self._greet_new_brokers())
         if self._routes.get(topic) == route:

@@ -247,6 +247,12 @@ class AsyncProducer(GroupClient):
             default_topic_queue_nums=default_topic_queue_nums,
         )
         self._publish: dict[str, _PublishInfo] = {}
+        self._published: set[str] = set()
+        """Every topic a route was installed for: its route is refreshed even
+        while it has no writable queue (a master died and the new one is not
+        registered yet), as RocketMQ keeps a topicPublishInfoTable entry; else
+        a producer idle through a failover would never learn the new master
+        (nor send it heartbeats, so its transactions could not be checked)."""
         self._refreshed_after_failure: dict[str, float] = {}
         self._route_locks: dict[str, asyncio.Lock] = {}
         self._sends = TaskSet(f"producer {group} async sends")
@@ -343,13 +349,13 @@ class AsyncProducer(GroupClient):
     # -- ProducerMember -----------------------------------------------------------------
 
     def published_topics(self) -> Iterable[str]:
-        topics = list(self._publish)
+        topics = list(self._published)
         if any(info.from_template for info in self._publish.values()):
             topics.append(self._create_topic_key)
         return topics
 
     def on_route_changed(self, topic: str, route: TopicRoute) -> None:
-        if topic in self._publish:
+        if topic in self._published:
             self._install(topic, route, from_template=False)
         if topic == self._create_topic_key:
             for name, info in list(self._publish.items()):
@@ -1089,6 +1095,7 @@ class AsyncProducer(GroupClient):
     ) -> _PublishInfo | None:
         """Build and keep the publish info of `route`; a route without writable
         queues drops the topic's info (the next send reloads and reports it)."""
+        self._published.add(topic)
         queues = tuple(route.write_queues())
         if not queues:
             self._publish.pop(topic, None)
