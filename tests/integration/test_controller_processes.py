@@ -55,6 +55,10 @@ async def setup_pair(client: RemotingClient, nodes: list[ControllerNode]) -> Non
             "a controller leader to take the registration",
         )
         assert response.code == ResponseCode.SUCCESS
+    # Fresh heartbeats for both (they count for 1.5 s, and waiting for a
+    # leader to take a registration can take longer on a loaded machine).
+    for broker_id in (1, 2):
+        await heartbeat(client, nodes, broker_id)
     elected = await controller_call(
         client,
         nodes,
@@ -64,6 +68,8 @@ async def setup_pair(client: RemotingClient, nodes: list[ControllerNode]) -> Non
     assert elected.code == ResponseCode.SUCCESS, elected.remark
     assert elected.ext_fields["masterBrokerId"] == "1"
     assert elected.ext_fields["masterHaAddress"] == "127.0.0.1:20001"
+    for broker_id in (1, 2):
+        await heartbeat(client, nodes, broker_id)
     grown = await controller_call(
         client,
         nodes,
