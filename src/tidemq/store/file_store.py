@@ -536,19 +536,16 @@ class FileMessageStore:
         result, end = appended
         if not result.ok:
             return result
-        status = await self._durable(end) if batch.wait_store else self._hurried()
+        if batch.wait_store:
+            status = await self._durable(end)
+        else:  # the sender does not wait (WAIT=false): see `GroupCommitter._stored`
+            self.flush.wake()
+            status = PutStatus.PUT_OK
         if status is PutStatus.PUT_OK:
             return result
         return BatchAppendResult(
             status, result.count, result.queue_offset, result.msg_ids, _DURABILITY_REMARKS[status]
         )
-
-    def _hurried(self) -> PutStatus:
-        """A write whose sender does not wait (WAIT=false): answered now, its
-        flush hurried along in sync mode (see `GroupCommitter._stored`)."""
-        if self.flush.sync_mode:
-            self.flush.wake()
-        return PutStatus.PUT_OK
 
     async def _durable(self, end: int) -> PutStatus:
         """Wait for what a write up to `end` must have before it is answered:

@@ -161,9 +161,12 @@ class FlushService:
         return waiter.event.wait(timeout) and bool(waiter.result) and waiter.result[0]
 
     def wake(self) -> None:
-        """Sync mode: a write was answered without waiting for its flush (the
-        sender's WAIT=false); sync it with the next round rather than after
-        the half-second pause, as Java's GroupCommitService.wakeup does."""
+        """A write was answered without waiting for its flush (the sender's
+        WAIT=false): in sync mode, sync it with the next round rather than
+        after the half-second pause, as Java's GroupCommitService.wakeup does;
+        in async mode nothing (the periodic flush takes it)."""
+        if not self.sync_mode:
+            return
         with self._cond:
             self._hurried = True
             if self._idle:

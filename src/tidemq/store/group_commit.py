@@ -359,8 +359,7 @@ class GroupCommitter:
         replicate = self.replicate
         if (flush.sync_mode or replicate is not None) and not all(c[4] for c in callers):
             _answer([c for c in callers if not c[4]], results)
-            if flush.sync_mode:
-                flush.wake()
+            flush.wake()
             callers = [c for c in callers if c[4]]
             if not callers:
                 return
