@@ -23,6 +23,8 @@ class ControllerNode:
     raft_port: int
     peers: list[str]
     scan_ms: int = 300
+    extra_args: list[str] = field(default_factory=list)
+    """More `tidemq namesrv` options (TLS, for one)."""
     process: ServerProcess | None = None
     logs: list[Path] = field(default_factory=list)
 
@@ -49,6 +51,7 @@ class ControllerNode:
             ";".join(self.peers),
             "--controller-dir",
             str(self.home / f"{self.name}-raft"),
+            *self.extra_args,
         ]
         self.process = ServerProcess(args, self.home, log)
         self.process.wait_ready()
@@ -62,11 +65,15 @@ class ControllerNode:
         return "".join(p.read_text(errors="replace") for p in self.logs if p.exists())
 
 
-def controller_nodes(home: Path, count: int, scan_ms: int = 300) -> list[ControllerNode]:
+def controller_nodes(
+    home: Path, count: int, scan_ms: int = 300, extra_args: list[str] | None = None
+) -> list[ControllerNode]:
     raft_ports = [free_port() for _ in range(count)]
     peers = [f"127.0.0.1:{p}" for p in raft_ports]
     return [
-        ControllerNode(home, f"namesrv{i}", free_port(), raft_ports[i], peers, scan_ms)
+        ControllerNode(
+            home, f"namesrv{i}", free_port(), raft_ports[i], peers, scan_ms, list(extra_args or [])
+        )
         for i in range(count)
     ]
 

@@ -12,7 +12,7 @@ from controller_support import ControllerNode, controller_nodes
 from replication_support import Brokers, Node
 
 from tidemq.testing.waiting import eventually
-from tidemq.transport import RemotingClient
+from tidemq.transport import RemotingClient, TlsConfig
 
 FAST = {
     "controller_heartbeat_timeout_ms": 1500,
@@ -38,10 +38,14 @@ def replica(brokers: Brokers, nodes: list[ControllerNode], replica_id: int, **ex
 
 @asynccontextmanager
 async def broker_set(
-    home: Path, controllers: int = 1
+    home: Path,
+    controllers: int = 1,
+    namesrv_args: list[str] | None = None,
+    tls: TlsConfig | None = None,
 ) -> AsyncIterator[tuple[Brokers, list[ControllerNode]]]:
-    nodes = controller_nodes(home, controllers)
-    client = RemotingClient(name="failover-test")
+    """`namesrv_args`: more options of each name server; `tls`: how the test's client dials."""
+    nodes = controller_nodes(home, controllers, extra_args=namesrv_args)
+    client = RemotingClient(name="failover-test", tls=tls)
     brokers = Brokers(home, nodes[0].address, client)
     try:
         for node in nodes:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +23,7 @@ from tidemq.protocol.command import RemotingCommand
 from tidemq.testing import broker_calls
 from tidemq.testing.processes import ServerProcess, free_port, started
 from tidemq.testing.waiting import eventually
-from tidemq.transport import RemotingClient
+from tidemq.transport import RemotingClient, TlsConfig
 
 FILE_SIZE = 256 * 1024
 TOPIC = "Orders"
@@ -187,10 +187,14 @@ class Brokers:
 
 
 @asynccontextmanager
-async def running_brokers(home: Path) -> AsyncIterator[Brokers]:
-    """A name server process and an empty Brokers of it; every node killed at the end."""
-    client = RemotingClient()
-    with namesrv(home) as address:
+async def running_brokers(
+    home: Path, namesrv_args: Sequence[str] = (), tls: TlsConfig | None = None
+) -> AsyncIterator[Brokers]:
+    """A name server process and an empty Brokers of it; every node killed at the end.
+
+    `namesrv_args`: more options of the name server; `tls`: how the test's client dials."""
+    client = RemotingClient(tls=tls)
+    with namesrv(home, namesrv_args) as address:
         env = Brokers(home, address, client)
         try:
             yield env
@@ -200,8 +204,8 @@ async def running_brokers(home: Path) -> AsyncIterator[Brokers]:
 
 
 @contextmanager
-def namesrv(home: Path) -> Iterator[str]:
-    with started(["namesrv", "--port", "0"], home, "namesrv") as (_, ready):
+def namesrv(home: Path, extra_args: Sequence[str] = ()) -> Iterator[str]:
+    with started(["namesrv", "--port", "0", *extra_args], home, "namesrv") as (_, ready):
         yield ready["namesrv"]
 
 

@@ -125,7 +125,8 @@ class BrokerConfig:
     tls_verify_client: str = "none"
     """none, optional or require (tls.server.need.client.auth)."""
     namesrv_tls: bool = False
-    """Connect to the name servers over TLS (for a name server that enforces it)."""
+    """Connect to the name servers (and the controllers in them) over TLS, for name
+    servers that enforce it."""
     namesrv_tls_ca: str | None = None
     """PEM CA the name servers' certificates must chain to; None: the system's."""
     namesrv_tls_cert: str | None = None
@@ -133,6 +134,11 @@ class BrokerConfig:
     namesrv_tls_key: str | None = None
     namesrv_tls_check_hostname: bool = True
     """The name servers' certificates must name the host dialled."""
+    master_tls: bool | None = None
+    """Connect to the master over TLS (a slave's metadata copies, a controller-mode
+    replica's epoch check), with the namesrv_tls_* CA, certificate and host check;
+    None: as `namesrv_tls` (RocketMQ's broker dials both with its one BrokerOuterAPI
+    client and tls.client.*)."""
     min_invisible_time_mills_for_recv: int = 10_000
     """The shortest invisible time a gRPC receive may ask for, in ms, 0..12 h
     (the proxy's minInvisibleTimeMillsForRecv); auto-renew receives are exempt."""
@@ -301,6 +307,7 @@ class BrokerConfig:
         if self.grpc_port is not None:
             self.grpc_tls  # noqa: B018
         self.namesrv_client_tls  # noqa: B018
+        self.master_client_tls  # noqa: B018
         self.metrics_labels  # noqa: B018 (raises ValueError if malformed)
         if self.auth_init_user is not None:
             name, colon, password = self.auth_init_user.partition(":")
@@ -416,8 +423,16 @@ class BrokerConfig:
     @property
     def namesrv_client_tls(self) -> TlsConfig | None:
         """How this broker connects to its name servers (None: plain)."""
-        return tls_settings.namesrv_client_tls(
-            self.namesrv_tls,
+        return self._client_tls(self.namesrv_tls)
+
+    @property
+    def master_client_tls(self) -> TlsConfig | None:
+        """How this broker connects to its master (None: plain)."""
+        return self._client_tls(self.namesrv_tls if self.master_tls is None else self.master_tls)
+
+    def _client_tls(self, enabled: bool) -> TlsConfig | None:
+        return tls_settings.client_tls(
+            enabled,
             self.namesrv_tls_ca,
             self.namesrv_tls_cert,
             self.namesrv_tls_key,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from tidemq.transport.tls import ClientAuth, ServerTls, TlsConfig, TlsConfigError, TlsMode
 
-__all__ = ["grpc_tls", "namesrv_client_tls", "remoting_tls"]
+__all__ = ["client_tls", "grpc_tls", "remoting_tls"]
 
 
 def remoting_tls(
@@ -68,10 +68,10 @@ def grpc_tls(
         raise TlsConfigError(f"the gRPC endpoint: {exc}") from exc
 
 
-def namesrv_client_tls(
+def client_tls(
     enabled: bool, ca: str | None, cert: str | None, key: str | None, check_hostname: bool
 ) -> TlsConfig | None:
-    """How a broker connects to its name servers (None: plain)."""
+    """How a broker dials its name servers, controllers or master (None: plain)."""
     if not enabled:
         return None
     return TlsConfig(ca=ca, cert=cert, key=key, check_hostname=check_hostname)

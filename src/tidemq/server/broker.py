@@ -485,6 +485,7 @@ class Broker:
             self._master = RemotingClient(
                 name=f"broker-{config.broker_name}-master",
                 sign=credentials.sign if credentials is not None else None,
+                tls=config.master_client_tls,
             )
             service = core.service
             self.slave_sync = SlaveSync(

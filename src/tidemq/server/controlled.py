@@ -79,8 +79,13 @@ class ControlledBroker:
         self.ha_address = config.ha_advertised_address or f"{config.advertised_host}:{self.ha_port}"
         config.store_dir.mkdir(parents=True, exist_ok=True)
         self.epochs = EpochFile(config.store_dir / EPOCH_FILE)
-        self._client = RemotingClient(name=f"broker-{config.broker_name}-controller")
+        self._client = RemotingClient(
+            name=f"broker-{config.broker_name}-controller", tls=config.namesrv_client_tls
+        )
         self.controller = ControllerClient(config.controller_addresses, self._client)
+        self._master_client = RemotingClient(
+            name=f"broker-{config.broker_name}-master-epochs", tls=config.master_client_tls
+        )
         self.broker: Broker | None = None
         self.master: MasterInfo | None = None
         """What the controller said last."""
@@ -118,6 +123,7 @@ class ControlledBroker:
         if self.broker is not None:
             await self.broker.stop(grace)
         await self._client.close()
+        await self._master_client.close()
 
     @property
     def is_master(self) -> bool:
@@ -157,7 +163,7 @@ class ControlledBroker:
         store = broker.store
         request = RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE)
         try:
-            response = await self._client.invoke(master.address, request, 3.0)
+            response = await self._master_client.invoke(master.address, request, 3.0)
         except RemotingError as exc:
             raise ReplicationStopped(f"the master's epochs: {exc}") from None
         if response.code != ResponseCode.SUCCESS:

@@ -90,6 +90,19 @@ def test_broker_config_keys(tmp_path: Path) -> None:
     assert BrokerConfig(data_dir=tmp_path).namesrv_client_tls is None
 
 
+def test_the_master_is_dialled_as_the_name_servers_unless_master_tls_says_otherwise(
+    tmp_path: Path,
+) -> None:
+    dials_namesrv_with_tls = BrokerConfig(data_dir=tmp_path, namesrv_tls=True, namesrv_tls_ca=CA)
+    assert dials_namesrv_with_tls.master_client_tls == TlsConfig(ca=CA)
+    plain_master = BrokerConfig(data_dir=tmp_path, namesrv_tls=True, master_tls=False)
+    assert plain_master.master_client_tls is None
+    tls_master_only = BrokerConfig(data_dir=tmp_path, master_tls=True, namesrv_tls_ca=CA)
+    assert tls_master_only.master_client_tls == TlsConfig(ca=CA)
+    assert tls_master_only.namesrv_client_tls is None
+    assert BrokerConfig(data_dir=tmp_path).master_client_tls is None
+
+
 def test_a_broker_config_that_cannot_work_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="needs a certificate"):
         BrokerConfig(data_dir=tmp_path, tls_mode="enforcing")
