@@ -11,6 +11,7 @@ from typing import Any
 from controller_support import ControllerNode, controller_nodes
 from replication_support import Brokers, Node
 
+from tidemq.acl.credentials import Credentials
 from tidemq.testing.waiting import eventually
 from tidemq.transport import RemotingClient, TlsConfig
 
@@ -42,10 +43,13 @@ async def broker_set(
     controllers: int = 1,
     namesrv_args: list[str] | None = None,
     tls: TlsConfig | None = None,
+    credentials: Credentials | None = None,
 ) -> AsyncIterator[tuple[Brokers, list[ControllerNode]]]:
-    """`namesrv_args`: more options of each name server; `tls`: how the test's client dials."""
+    """`namesrv_args`: more options of each name server; `tls`, `credentials`: how
+    the test's client dials and signs."""
     nodes = controller_nodes(home, controllers, extra_args=namesrv_args)
-    client = RemotingClient(name="failover-test", tls=tls)
+    sign = credentials.sign if credentials is not None else None
+    client = RemotingClient(name="failover-test", tls=tls, sign=sign)
     brokers = Brokers(home, nodes[0].address, client)
     try:
         for node in nodes:

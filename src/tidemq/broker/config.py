@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tidemq.acl.credentials import Credentials
 from tidemq.broker import tls_settings
 from tidemq.broker.slave_read import DEFAULT_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO, in_memory_limit
 from tidemq.common.names import validate_topic_name
@@ -175,7 +176,8 @@ class BrokerConfig:
     """How often the ACL file is looked at for changes (RocketMQ: 5 s)."""
     acl_access_key: str | None = None
     """With `acl_secret_key`: the credentials this broker signs its requests to
-    the name servers with (RocketMQ 5's innerClientAuthenticationCredentials)."""
+    the name servers, controllers and its master with (RocketMQ 5's
+    innerClientAuthenticationCredentials)."""
     acl_secret_key: str | None = field(default=None, repr=False)
     acl_grpc_clock_skew_s: float = 900.0
     """With `acl_file`: how far a gRPC client's signed x-mq-date-time may be from
@@ -419,6 +421,14 @@ class BrokerConfig:
             self.grpc_tls_cert,
             self.grpc_tls_key,
         )
+
+    @property
+    def inner_credentials(self) -> Credentials | None:
+        """What this broker signs its requests to name servers, controllers and its
+        master with (None: it does not sign)."""
+        if self.acl_access_key is None or self.acl_secret_key is None:
+            return None
+        return Credentials(self.acl_access_key, self.acl_secret_key)
 
     @property
     def namesrv_client_tls(self) -> TlsConfig | None:

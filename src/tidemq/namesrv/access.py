@@ -6,12 +6,15 @@ registers no ACL hook, only 5.x's ZoneRouteRPCHook), so anyone who reaches
 it may register a broker of their own (and take over a topic's route) or
 delete a topic's route. Here, with a policy, the requests that change the
 route table (REGISTER_BROKER, UNREGISTER_BROKER, DELETE_TOPIC_IN_NAMESRV)
-need a signed admin account (or a white address, as on the broker); reads
+need a signed admin account (or a white address, as on the broker), and so
+do the embedded controller's (BROKER_HEARTBEAT, CONTROLLER_REGISTER_BROKER,
+CONTROLLER_ELECT_MASTER, CONTROLLER_ALTER_SYNC_STATE_SET: RocketMQ's
+controller checks none either); reads
 (routes, cluster info, topic lists, KV) stay open as in RocketMQ, so clients
 without credentials still find brokers, which then refuse them.
 
-A broker registering signs with its ``acl_access_key``/``acl_secret_key``
-(RocketMQ 5's innerClientAuthenticationCredentials, HEAD
+A broker registering, or calling the controller, signs with its
+``acl_access_key``/``acl_secret_key`` (RocketMQ 5's innerClientAuthenticationCredentials, HEAD
 ``broker/.../out/BrokerOuterAPI.java``); `tidemq serve` gives its own
 broker a per-process account that only the two of them know (``trusted``).
 """
@@ -38,9 +41,15 @@ WRITE_CODES = frozenset(
         RequestCode.REGISTER_BROKER,
         RequestCode.UNREGISTER_BROKER,
         RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.BROKER_HEARTBEAT,
+        RequestCode.CONTROLLER_REGISTER_BROKER,
+        RequestCode.CONTROLLER_ELECT_MASTER,
+        RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
     )
 )
-"""The name server's requests that change what clients are told."""
+"""The name server's requests that change what clients are told, and those that
+change what its embedded controller decides (who is alive, who is master, who is
+in sync: a forged ELECT_MASTER could make a lagging replica master)."""
 
 
 class NamesrvAccess:

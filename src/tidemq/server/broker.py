@@ -61,7 +61,6 @@ import grpc
 from prometheus_client import CollectorRegistry
 
 from tidemq.acl.auth_store import AuthStore
-from tidemq.acl.credentials import Credentials
 from tidemq.acl.gate import AclGate
 from tidemq.acl.policy_file import PolicyFile
 from tidemq.broker.assembly import DELAY_PROGRESS_FILE, BrokerCore, assemble
@@ -250,9 +249,7 @@ class Broker:
         self.acl_file: PolicyFile | None = None
         self.auth_store: AuthStore | None = None
         """The RocketMQ 5 users and ACLs (served to admins even when access control is off)."""
-        credentials = None
-        if config.acl_access_key is not None and config.acl_secret_key is not None:
-            credentials = Credentials(config.acl_access_key, config.acl_secret_key)
+        credentials = config.inner_credentials
         self._namesrv = RemotingClient(
             name=f"broker-{config.broker_name}-namesrv",
             sign=credentials.sign if credentials is not None else None,

@@ -79,12 +79,17 @@ class ControlledBroker:
         self.ha_address = config.ha_advertised_address or f"{config.advertised_host}:{self.ha_port}"
         config.store_dir.mkdir(parents=True, exist_ok=True)
         self.epochs = EpochFile(config.store_dir / EPOCH_FILE)
+        sign = config.inner_credentials.sign if config.inner_credentials is not None else None
         self._client = RemotingClient(
-            name=f"broker-{config.broker_name}-controller", tls=config.namesrv_client_tls
+            name=f"broker-{config.broker_name}-controller",
+            sign=sign,
+            tls=config.namesrv_client_tls,
         )
         self.controller = ControllerClient(config.controller_addresses, self._client)
         self._master_client = RemotingClient(
-            name=f"broker-{config.broker_name}-master-epochs", tls=config.master_client_tls
+            name=f"broker-{config.broker_name}-master-epochs",
+            sign=sign,
+            tls=config.master_client_tls,
         )
         self.broker: Broker | None = None
         self.master: MasterInfo | None = None
