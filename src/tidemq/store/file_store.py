@@ -1005,6 +1005,11 @@ class FileMessageStore:
         queue = self.consume_queues.get((topic, queue_id))
         return -1 if queue is None else self._store_time_at(queue, queue_offset)
 
+    def physical_offset(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        queue = self.consume_queues.get((topic, queue_id))
+        entry = None if queue is None else queue.entry(queue_offset)
+        return -1 if entry is None else entry[0]
+
     def earliest_message_time(self) -> int:
         """Store time of the oldest record still on disk, -1 when there is none."""
         record = self.commitlog.record_at(self.commitlog.min_offset)

@@ -280,6 +280,12 @@ class MemoryMessageStore:
             return -1
         return self._records[queue.entries[queue_offset][0]].store_timestamp
 
+    def physical_offset(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        queue = self._queues.get((topic, queue_id))
+        if queue is None or not 0 <= queue_offset < len(queue.entries):
+            return -1
+        return queue.entries[queue_offset][0]
+
     def earliest_message_time(self) -> int:
         if not self._records:
             return -1

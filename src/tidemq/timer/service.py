@@ -75,6 +75,7 @@ from tidemq.timer.parking import (
     recall_marker,
 )
 from tidemq.timer.records import read_parked
+from tidemq.timer.scan_floor import commitlog_floor
 from tidemq.timer.wheel import TimerWheel, WheelEntry
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,9 @@ REFUSED_STATUSES = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SI
 PutMany = Callable[[Sequence[MessageToStore]], Awaitable[BatchPutResult]]
 
 _NEVER = 1 << 62
+INHERITED_CLOCK_SLACK_MS = 60_000
+"""How far the old master's clock may have stepped back without a delivery it
+made falling before the promoted replica's search (it would then be repeated)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +215,9 @@ class TimerService:
         self._inherited_from: int | None = None
         """While starting from `_inherited`: the lowest commitlog offset of a
         parked entry enqueued again (its delivery, if any, lies after it)."""
+        self._inherited_earliest_ms = _NEVER
+        """While starting from `_inherited`: the earliest delivery time of an entry
+        enqueued again (its delivery, if any, was stored no sooner)."""
         self._in_doubt_scan_from: int | None = None
         self._next_wake_ms = _NEVER
         self._tasks = TaskSet("timer")
@@ -238,6 +245,7 @@ class TimerService:
                 "buckets_retired",
                 "segments_retired",
                 "inherited_skipped",
+                "inherited_scanned_bytes",
             ),
             0,
         )
@@ -427,7 +435,10 @@ class TimerService:
         queue again, except the entries that master had delivered before its
         last read time, then find the deliveries it made after that in the
         commitlog, from the oldest entry enqueued again on (a delivery comes
-        after the entry it delivers). What it delivered after the slave's last
+        after the entry it delivers), or from where records stored at the
+        earliest of their delivery times begin, if that is later (a delivery is
+        stored no sooner than its time: a timer parked weeks ago does not make
+        the search read weeks of log). What it delivered after the slave's last
         copy of its progress and the slave did not get is delivered again:
         at least once, as in RocketMQ."""
         inherited = self._inherited
@@ -438,14 +449,24 @@ class TimerService:
             pass
         start = self._inherited_from
         self._inherited_from = None
+        if self._inherited_earliest_ms < _NEVER:
+            stored_no_sooner = (
+                self._inherited_earliest_ms - self.settings.precision_ms - INHERITED_CLOCK_SLACK_MS
+            )
+            start = max(start, commitlog_floor(self.store, stored_no_sooner))
+        self._counters["inherited_scanned_bytes"] = max(
+            self.store.commitlog_max_offset() - start, 0
+        )
         self._delivered_before_start = self._scan_delivered(start)
         log.info(
             "timer: started from the previous master's progress (enqueued to offset %d, "
-            "read time %d): %d entries it delivered skipped, %d deliveries found after it",
+            "read time %d): %d entries it delivered skipped, %d deliveries found after it "
+            "in the last %d bytes of the commitlog",
             inherited.queue_offset,
             inherited.read_time_ms,
             self._counters["inherited_skipped"] - skipped_before,
             len(self._delivered_before_start),
+            self._counters["inherited_scanned_bytes"],
         )
 
     def _delivered_by_predecessor(self, queue_offset: int, eff_ms: int) -> bool:
@@ -561,6 +582,7 @@ class TimerService:
                     self._counters["inherited_skipped"] += 1
                     continue
                 lowest = min(lowest, physical)
+                self._inherited_earliest_ms = min(self._inherited_earliest_ms, deliver_ms)
             real_topic = view.get(props.REAL_TOPIC)
             unique_key = view.get(props.UNIQ_KEY)
             khash = key_hash(delete_key(real_topic, unique_key)) if real_topic and unique_key else 0

@@ -270,3 +270,51 @@ async def test_own_timer_state_wins_over_an_inherited_progress(rig: TimerRig) ->
     await rig.settle()
     assert rig.keys() == ["OWN"]
     assert service.stats()["inherited_skipped"] == 0
+
+
+async def test_a_timer_parked_long_ago_does_not_make_the_promotion_read_the_whole_log(
+    rig: TimerRig,
+) -> None:
+    """A timer due in 30 days was parked before an hour of other traffic: the
+    search for the old master's deliveries starts where records stored at the
+    earliest re-enqueued delivery time begin, not at that parked timer."""
+    service = await rig.start()
+    await rig.park("FAR", START_MS + 30 * 86_400_000)
+    assert rig.store is not None
+    rig.advance_to(START_MS + 3_600_000)
+    traffic_start = rig.store.commitlog_max_offset()
+    for i in range(200):
+        filler = make_message("Filler", "f" * 1_000, unique_key=f"F{i}")
+        assert (await rig.store.put_message(filler)).ok
+    traffic_end = rig.store.commitlog_max_offset()
+    now = START_MS + 7_200_000
+    rig.advance_to(now)
+    keys = [f"P{i}" for i in range(5)]
+    for i, key in enumerate(keys):
+        await rig.park(key, now + 1_000 + i * 1_000)
+    await eventually(lambda: service.stats()["enqueued"] == 6, "the six entries enqueued")
+    rig.advance_to(now + 2_500)
+    await eventually(lambda: rig.keys() == ["P0", "P1"], "P0 and P1 delivered")
+
+    def checkpointed() -> TimerProgress | None:
+        progress = read_progress(rig.directory)
+        return progress if progress.last_read_time_ms >= now + 2_000 else None
+
+    copied = await eventually(checkpointed, "a checkpoint past P1")
+    rig.advance_to(now + 3_500)  # delivered after the copy: found in the commitlog
+    await eventually(lambda: len(rig.keys()) == 3, "P2 delivered")
+    await rig.stop(close_store=False)
+    shutil.rmtree(rig.directory)
+
+    service = await rig.start(
+        inherited=InheritedProgress(copied.master_timer_queue_offset, copied.last_read_time_ms)
+    )
+    stats = service.stats()
+    assert stats["inherited_skipped"] == 2  # P0, P1
+    traffic = traffic_end - traffic_start  # 200 KB the search no longer reads
+    assert 0 < stats["inherited_scanned_bytes"] < traffic / 10
+    rig.advance_to(now + 20_000)
+    await eventually(lambda: len(rig.keys()) == 5, "P3 and P4 delivered")
+    await rig.settle()
+    assert rig.keys() == keys  # each once, FAR still waiting
+    assert service.stats()["deduplicated"] == 1  # P2, delivered by the old master
