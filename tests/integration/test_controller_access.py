@@ -4,7 +4,8 @@ RocketMQ's controller checks no ACL, so whoever reaches it could declare a
 replica alive or ask for an election. Here the controller's writes need an admin
 account, as the name server's route writes do: controller-mode replicas sign
 them with acl_access_key/acl_secret_key, and an unsigned BROKER_HEARTBEAT or
-CONTROLLER_ELECT_MASTER is refused while the master stays master.
+CONTROLLER_ELECT_MASTER is refused while the master stays master (and so is a
+stranger's WIPE_WRITE_PERM_OF_BROKER, a route change).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ async def test_replicas_sign_the_controller_calls_and_strangers_are_refused(
                 for code, fields in (
                     (RequestCode.CONTROLLER_ELECT_MASTER, elect),
                     (RequestCode.BROKER_HEARTBEAT, beat),
+                    (RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}),
                 ):
                     request = RemotingCommand.request(code, fields)
                     answer = await stranger.invoke(leader.address, request, 5.0)

@@ -72,6 +72,8 @@ def test_the_guide_starts_lists_and_stops_a_cluster(tmp_path: Path) -> None:
         # both slaves in sync in `cluster list`
         assert out.count("bytes behind, in sync") == 2, out
         assert out.count("stopped") >= 5, out  # 4 brokers and the name server
+        assert "broker-a at name server" in out and "no longer offered for writes" in out
+        assert "writable again" in out
         assert not (tmp_path / "cluster-data" / "cluster.json").exists()
         assert servers_under(tmp_path) == []
     finally:

@@ -16,6 +16,7 @@ from tidemq.cli.message_commands import MESSAGE_COMMANDS
 from tidemq.cli.output import JsonReported, json_reported
 from tidemq.cli.server_commands import SERVER_COMMANDS
 from tidemq.cli.store_commands import store_group
+from tidemq.cli.write_perm_commands import WRITE_PERM_COMMANDS
 from tidemq.common.version import __version__
 
 
@@ -80,7 +81,7 @@ for command in (
     store_group,
 ):
     cli.add_command(command)
-for command in LOCAL_CLUSTER_COMMANDS:
+for command in (*LOCAL_CLUSTER_COMMANDS, *WRITE_PERM_COMMANDS):
     cluster_group.add_command(command)
 
 

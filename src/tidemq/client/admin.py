@@ -120,6 +120,7 @@ from tidemq.protocol.admin_headers import (
 )
 from tidemq.protocol.headers import (
     QUERY_BELOW_OFFSET,
+    BrokerWritePermRequestHeader,
     CreateTopicRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
@@ -486,6 +487,22 @@ class AdminClient(AsyncClient):
             check(response)
         self._publish_routes.pop(name, None)
         return list(masters)
+
+    async def set_write_perm(self, namesrv: str, broker_name: str, *, writable: bool) -> int:
+        """Wipe (`writable=False`) or give back the write permission of broker group
+        `broker_name` in the routes of name server `namesrv` (mqadmin wipeWritePerm /
+        addWritePerm, sent to each name server in turn); how many topics it serves
+        there. Producers stop choosing a wiped broker once they refresh its routes
+        (30 s); consumers go on reading it."""
+        code = (
+            RequestCode.ADD_WRITE_PERM_OF_BROKER
+            if writable
+            else RequestCode.WIPE_WRITE_PERM_OF_BROKER
+        )
+        header = encode_header(BrokerWritePermRequestHeader(broker_name=broker_name))
+        response = check(await self._call(namesrv, code, header, role="name server"))
+        field = "addTopicCount" if writable else "wipeTopicCount"
+        return as_int(response.ext_fields.get(field))
 
     async def topic_status(self, topic: str) -> list[QueueStatus]:
         """Min/max offset and last store time of every queue of `topic`."""

@@ -5,7 +5,8 @@ rocketmq-all-5.2.0 and HEAD: ``namesrv/.../NamesrvController.java``
 registers no ACL hook, only 5.x's ZoneRouteRPCHook), so anyone who reaches
 it may register a broker of their own (and take over a topic's route) or
 delete a topic's route. Here, with a policy, the requests that change the
-route table (REGISTER_BROKER, UNREGISTER_BROKER, DELETE_TOPIC_IN_NAMESRV)
+route table (REGISTER_BROKER, UNREGISTER_BROKER, DELETE_TOPIC_IN_NAMESRV,
+WIPE_/ADD_WRITE_PERM_OF_BROKER)
 need a signed admin account (or a white address, as on the broker), and so
 do the embedded controller's (BROKER_HEARTBEAT, CONTROLLER_REGISTER_BROKER,
 CONTROLLER_ELECT_MASTER, CONTROLLER_ALTER_SYNC_STATE_SET: RocketMQ's
@@ -41,6 +42,8 @@ WRITE_CODES = frozenset(
         RequestCode.REGISTER_BROKER,
         RequestCode.UNREGISTER_BROKER,
         RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
         RequestCode.BROKER_HEARTBEAT,
         RequestCode.CONTROLLER_REGISTER_BROKER,
         RequestCode.CONTROLLER_ELECT_MASTER,

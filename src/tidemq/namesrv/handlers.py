@@ -9,7 +9,9 @@ code   request                             answer
 105    GET_ROUTEINFO_BY_TOPIC              SUCCESS + TopicRouteData, or TOPIC_NOT_EXIST
 106    GET_BROKER_CLUSTER_INFO             SUCCESS + ClusterInfo
 206    GET_ALL_TOPIC_LIST_FROM_NAMESERVER  SUCCESS + ``{"topicList": [...]}``
+205    WIPE_WRITE_PERM_OF_BROKER           SUCCESS + wipeTopicCount (routes.py: the mark)
 216    DELETE_TOPIC_IN_NAMESRV             SUCCESS
+327    ADD_WRITE_PERM_OF_BROKER            SUCCESS + addTopicCount
 =====  ==================================  ==============================================
 
 REGISTER_BROKER's body is Java's RegisterBrokerBody::
@@ -38,12 +40,15 @@ from dataclasses import dataclass, field
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import (
+    AddWritePermOfBrokerResponseHeader,
+    BrokerWritePermRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
     GetRouteInfoRequestHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
     decode_header,
     encode_header,
 )
@@ -110,6 +115,8 @@ class NamesrvHandlers:
             RequestCode.GET_BROKER_CLUSTER_INFO: self.get_cluster_info,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topics,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm,
         }
         return {code: _name_checked(handler) for code, handler in handlers.items()}
 
@@ -202,6 +209,34 @@ class NamesrvHandlers:
         if self.routes.delete_topic(header.topic, header.cluster_name):
             logger.info("topic deleted: %s", header.topic)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def wipe_write_perm(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        header = decode_header(BrokerWritePermRequestHeader, request.ext_fields)
+        count = self.routes.wipe_write_perm(header.broker_name)
+        logger.info(
+            "write permission of broker %s wiped (%d topics), asked by %s",
+            header.broker_name,
+            count,
+            connection.remote[0],
+        )
+        ext_fields = encode_header(WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count))
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, ext_fields=ext_fields)
+
+    async def add_write_perm(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        header = decode_header(BrokerWritePermRequestHeader, request.ext_fields)
+        count = self.routes.add_write_perm(header.broker_name)
+        logger.info(
+            "write permission of broker %s given back (%d topics), asked by %s",
+            header.broker_name,
+            count,
+            connection.remote[0],
+        )
+        ext_fields = encode_header(AddWritePermOfBrokerResponseHeader(add_topic_count=count))
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, ext_fields=ext_fields)
 
     async def get_kv_config(
         self, request: RemotingCommand, _connection: Connection

@@ -22,6 +22,16 @@ RocketMQ's ``RouteInfoManager``:
   and its queue data go; a topic no live group serves disappears from routes.
 * ``delete_topic`` forgets a topic (for one cluster's groups, or everywhere)
   until some master registers it again.
+* ``wipe_write_perm`` takes the write permission off every topic of a broker
+  group in the routes (mqadmin wipeWritePerm: producers go elsewhere while
+  consumers drain it), ``add_write_perm`` gives it back. Java edits the queue
+  data, which its next registration leaves alone unless the broker's
+  dataVersion moved; here registrations are applied every time, so the wipe
+  is a mark on the group that routes apply, and it lasts until the group's
+  master registers into an empty slot (a restarted master, as Java's
+  registerFirst restores the broker's own permissions) or the group goes. Add
+  gives back each topic's registered permission; Java sets read+write, which
+  would make a read-only topic writable.
 
 ``route(topic)`` returns the TopicRouteData JSON object clients expect
 (protocol-remoting.md §2.3), ``cluster_info()`` Java's ClusterInfo and
@@ -56,6 +66,8 @@ BROKER_EXPIRY_MS = 120_000
 MASTER_ID = 0
 
 _INT32_MAX = 2**31 - 1
+_PERM_WRITE = 2
+"""PermName.PERM_WRITE."""
 
 
 class QueueDataJSON(TypedDict):
@@ -167,6 +179,8 @@ class RouteTable:
         self._live: dict[str, BrokerRecord] = {}
         self._groups: dict[str, _Group] = {}
         self._topics: dict[str, dict[str, QueueData]] = {}
+        self._write_wiped: set[str] = set()
+        """Broker groups whose write permission was wiped."""
 
     @property
     def expiry_ms(self) -> int:
@@ -209,6 +223,8 @@ class RouteTable:
         if group is None:
             group = self._groups[broker_name] = _Group(cluster, {})
         holder = group.addrs.get(broker_id)
+        if broker_id == MASTER_ID and holder is None:
+            self._write_wiped.discard(broker_name)  # a master (re)starting: its own perms
         if holder is not None and holder != broker_addr:
             self._live.pop(holder, None)  # the slot is taken over by a new address
         group.cluster = cluster
@@ -269,6 +285,21 @@ class RouteTable:
             del self._topics[topic]
         return bool(names)
 
+    def wipe_write_perm(self, broker_name: str) -> int:
+        """Routes stop offering `broker_name` for writes; how many topics it serves."""
+        count = self._topic_count(broker_name)
+        if broker_name in self._groups:
+            self._write_wiped.add(broker_name)
+        return count
+
+    def add_write_perm(self, broker_name: str) -> int:
+        """Undo `wipe_write_perm`; how many topics `broker_name` serves."""
+        self._write_wiped.discard(broker_name)
+        return self._topic_count(broker_name)
+
+    def write_wiped(self, broker_name: str) -> bool:
+        return broker_name in self._write_wiped
+
     # --- views -------------------------------------------------------------------
 
     def route(self, topic: str) -> TopicRouteJSON | None:
@@ -282,7 +313,7 @@ class RouteTable:
                 "brokerName": name,
                 "readQueueNums": entries[name].read_queue_nums,
                 "writeQueueNums": entries[name].write_queue_nums,
-                "perm": entries[name].perm,
+                "perm": self._perm(name, entries[name]),
                 "topicSysFlag": entries[name].topic_sys_flag,
             }
             for name in names
@@ -316,6 +347,14 @@ class RouteTable:
 
     # --- internals -----------------------------------------------------------------
 
+    def _perm(self, broker_name: str, queue_data: QueueData) -> int:
+        if broker_name in self._write_wiped:
+            return queue_data.perm & ~_PERM_WRITE
+        return queue_data.perm
+
+    def _topic_count(self, broker_name: str) -> int:
+        return sum(1 for entries in self._topics.values() if broker_name in entries)
+
     def _broker_data(self, name: str) -> BrokerDataJSON:
         group = self._groups[name]
         return {
@@ -339,6 +378,7 @@ class RouteTable:
             del group.addrs[record.broker_id]
         if drop_empty_group and not group.addrs:
             del self._groups[record.broker_name]
+            self._write_wiped.discard(record.broker_name)
             self._forget_group_topics(record.broker_name)
 
     def _forget_group_topics(self, name: str) -> None:

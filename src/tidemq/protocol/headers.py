@@ -45,6 +45,8 @@ from .codes import RequestCode
 from .errors import ProtocolError
 
 __all__ = [
+    "AddWritePermOfBrokerResponseHeader",
+    "BrokerWritePermRequestHeader",
     "CheckTransactionStateRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
@@ -84,6 +86,7 @@ __all__ = [
     "UnregisterClientRequestHeader",
     "UpdateConsumerOffsetRequestHeader",
     "ViewMessageRequestHeader",
+    "WipeWritePermOfBrokerResponseHeader",
     "decode_header",
     "decode_send_message_header",
     "encode_header",
@@ -776,6 +779,24 @@ class DeleteTopicRequestHeader:
     """DELETE_TOPIC_IN_BROKER (215)."""
 
     topic: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BrokerWritePermRequestHeader:
+    """WIPE_WRITE_PERM_OF_BROKER (205) and ADD_WRITE_PERM_OF_BROKER (327): Java's
+    Wipe/AddWritePermOfBrokerRequestHeader, both a bare brokerName."""
+
+    broker_name: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WipeWritePermOfBrokerResponseHeader:
+    wipe_topic_count: Int32
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AddWritePermOfBrokerResponseHeader:
+    add_topic_count: Int32
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

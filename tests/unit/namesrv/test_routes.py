@@ -443,3 +443,44 @@ def test_route_table_matches_a_plain_model(ops: list[tuple[Any, ...]]) -> None:
             table.delete_topic(op[1], op[2])
             model.delete(op[1], op[2])
         check(table, model)
+
+
+def perms(table: RouteTable, topic: str) -> dict[str, int]:
+    route = table.route(topic)
+    assert route is not None
+    return {q["brokerName"]: q["perm"] for q in route["queueDatas"]}
+
+
+def test_wiping_a_brokers_write_permission_outlasts_its_registrations() -> None:
+    table = RouteTable(ManualClock())
+    topics = {"Orders": topic_config("Orders"), "Archive": topic_config("Archive", perm=4)}
+    register(table, "broker-a", A_ADDR, topics=topics)
+    register(table, "broker-b", B_ADDR, topics={"Orders": topic_config("Orders")})
+    register(table, "broker-a", A_SLAVE_ADDR, broker_id=1, topics=topics)
+
+    assert table.wipe_write_perm("broker-a") == 2
+    assert perms(table, "Orders") == {"broker-a": 4, "broker-b": 6}
+    register(table, "broker-a", A_ADDR, topics=topics)  # the periodic registration
+    assert perms(table, "Orders") == {"broker-a": 4, "broker-b": 6}
+    assert table.wipe_write_perm("broker-zz") == 0  # no such group: nothing to wipe
+
+    assert table.add_write_perm("broker-a") == 2
+    assert perms(table, "Orders") == {"broker-a": 6, "broker-b": 6}
+    assert perms(table, "Archive") == {"broker-a": 4}  # read-only stays read-only (Java: RW)
+
+
+def test_a_restarted_master_or_a_new_group_comes_back_writable() -> None:
+    table = RouteTable(ManualClock())
+    topics = {"Orders": topic_config("Orders")}
+    register(table, "broker-a", A_ADDR, topics=topics)
+    register(table, "broker-a", A_SLAVE_ADDR, broker_id=1, topics=topics)
+    table.wipe_write_perm("broker-a")
+    table.unregister(A_ADDR)  # the master stops; its slave keeps the group
+    assert table.write_wiped("broker-a")
+    register(table, "broker-a", A_ADDR, topics=topics)  # Java: registerFirst
+    assert perms(table, "Orders") == {"broker-a": 6}
+
+    table.wipe_write_perm("broker-a")
+    table.unregister(A_ADDR)
+    table.unregister(A_SLAVE_ADDR)  # the whole group goes
+    assert not table.write_wiped("broker-a")

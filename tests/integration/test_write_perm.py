@@ -1,0 +1,128 @@
+"""`tidemq cluster wipe-write-perm` / `add-write-perm` on a real two-broker cluster:
+producers leave the wiped broker (its next registrations keep it wiped), its
+consumers still read it, and it takes sends again once given back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidemq.client.admin import AdminClient
+from tidemq.client.instance import ClientConfig
+from tidemq.client.producer import AsyncProducer
+from tidemq.common.message import Message
+from tidemq.testing.processes import free_port, server_env
+from tidemq.testing.waiting import eventually
+
+pytestmark = pytest.mark.slow
+
+DEADLINE_S = 180.0
+TOPIC = "Payments"
+
+
+def tidemq(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tidemq.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        env=server_env(home),
+        check=False,
+    )
+
+
+def ok(home: Path, *args: str) -> Any:
+    result = tidemq(home, *args, "--json")
+    assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
+    return json.loads(result.stdout)
+
+
+SENT: Counter[str] = Counter()
+"""Every send of the test, by the broker that took it."""
+
+
+async def brokers_chosen(producer: AsyncProducer, sends: int) -> Counter[str]:
+    chosen: Counter[str] = Counter()
+    for i in range(sends):
+        result = await producer.send(Message(TOPIC, f"payment {i}".encode()))
+        chosen[result.broker_name] += 1
+    SENT.update(chosen)
+    return chosen
+
+
+async def test_a_wiped_broker_takes_no_sends_until_given_back(tmp_path: Path) -> None:
+    SENT.clear()
+    data = tmp_path / "cluster"
+    up = ok(tmp_path, "cluster", "up", "--data-dir", str(data), "--brokers", "2",
+            "--replicas", "1")  # fmt: skip
+    try:
+        namesrv = up["namesrv"]
+        ns = ["--namesrv", namesrv]
+        ok(tmp_path, "topic", "create", TOPIC, "--queues", "2", *ns)
+        config = ClientConfig(namesrv=namesrv, poll_namesrv_interval_s=0.5)
+        async with AsyncProducer("PaymentsPG", client_config=config) as producer:
+            assert set(await brokers_chosen(producer, 8)) == {"broker-a", "broker-b"}
+
+            (row,) = ok(tmp_path, "cluster", "wipe-write-perm", "broker-a", *ns)
+            assert (row["ok"], row["broker"], row["namesrv"]) == (True, "broker-a", namesrv)
+            assert row["topics"] >= 1
+
+            async with AdminClient(namesrv) as admin:
+
+                async def perms(topic: str = TOPIC) -> dict[str, int]:
+                    route = await admin.topic_route(topic)
+                    return {q.broker_name: q.perm for q in route.queue_datas}
+
+                assert await perms() == {"broker-a": 4, "broker-b": 6}
+                # a new topic makes broker-a register again at once: the wipe stays
+                ok(tmp_path, "topic", "create", "Refunds", "--queues", "1",
+                   "--broker", "broker-a", *ns)  # fmt: skip
+                assert await perms("Refunds") == {"broker-a": 4}
+                assert await perms() == {"broker-a": 4, "broker-b": 6}
+
+                async def only_b() -> bool:
+                    return set(await brokers_chosen(producer, 4)) == {"broker-b"}
+
+                await eventually(only_b, "the producer leaving broker-a")
+                assert set(await brokers_chosen(producer, 20)) == {"broker-b"}
+                status = ok(tmp_path, "topic", "status", TOPIC, *ns)
+                on_a = sum(q["max_offset"] for q in status if q["broker"] == "broker-a")
+                assert on_a == SENT["broker-a"] > 0  # nothing written there since the wipe
+                read = tidemq(tmp_path, "consume", TOPIC, "--group", "PaymentsAudit",
+                              "--from-beginning", "--max", str(SENT.total()),
+                              "--timeout", "30", "--json", *ns)  # fmt: skip
+                assert read.returncode == 0, read.stderr
+                lines = [json.loads(line) for line in read.stdout.splitlines()]
+                assert len(lines) == SENT.total()  # broker-a's messages are still read
+
+                (row,) = ok(tmp_path, "cluster", "add-write-perm", "broker-a", *ns)
+                assert row["ok"] and row["topics"] >= 1
+                assert await perms() == {"broker-a": 6, "broker-b": 6}
+
+                async def both() -> bool:
+                    return set(await brokers_chosen(producer, 8)) == {"broker-a", "broker-b"}
+
+                await eventually(both, "the producer choosing broker-a again")
+
+        typo = tidemq(tmp_path, "cluster", "wipe-write-perm", "broker-q", *ns)
+        assert typo.returncode == 1
+        assert "no broker named 'broker-q' is registered (known: broker-a, broker-b)" in typo.stderr
+        text = tidemq(tmp_path, "cluster", "wipe-write-perm", "broker-b", *ns)
+        assert text.returncode == 0, text.stderr
+        assert f"broker-b at name server {namesrv}: no longer offered for writes" in text.stdout
+        # one of two name servers down: the other is changed, the command fails naming it
+        dead = f"127.0.0.1:{free_port()}"
+        both = tidemq(tmp_path, "cluster", "add-write-perm", "broker-b",
+                      "--namesrv", f"{namesrv};{dead}")  # fmt: skip
+        assert both.returncode == 1
+        assert f"broker-b at name server {namesrv}: writable again" in both.stdout
+        assert f"broker-b at name server {dead}: FAILED" in both.stdout
+        assert f"not changed at name server(s) {dead}" in both.stderr
+    finally:
+        tidemq(tmp_path, "cluster", "down", "--data-dir", str(data))
