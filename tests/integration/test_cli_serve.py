@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import CLI_DEADLINE_S, Cli, serve_args
 
 from tidemq.testing.processes import ServerProcess as Process
 from tidemq.testing.processes import free_port, started
@@ -22,50 +23,6 @@ from tidemq.testing.processes import server_env as _env
 from tidemq.testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow
-
-CLI_DEADLINE_S = 60.0
-
-
-class Cli:
-    def __init__(self, home: Path, namesrv: str) -> None:
-        self.home = home
-        self.namesrv = namesrv
-
-    def run(self, *args: str, namesrv: str | None = None) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "tidemq.cli.main", *args]
-        command += ["--namesrv", namesrv or self.namesrv]
-        return subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            env=_env(self.home),
-            timeout=CLI_DEADLINE_S,
-            check=False,
-        )
-
-    def json(self, *args: str) -> Any:
-        result = self.run(*args, "--json")
-        assert result.returncode == 0, f"{args}: {result.stderr}"
-        return json.loads(result.stdout)
-
-    def json_lines(self, *args: str) -> list[Any]:
-        result = self.run(*args, "--json")
-        assert result.returncode == 0, f"{args}: {result.stderr}"
-        return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-
-
-def serve_args(data: Path) -> list[str]:
-    return [
-        "serve",
-        "--data-dir",
-        str(data),
-        "--namesrv-port",
-        "0",
-        "--broker-port",
-        "0",
-        "--grpc-port",
-        "0",
-    ]
 
 
 def test_standalone_server_and_every_admin_command(tmp_path: Path) -> None:

@@ -678,4 +678,4 @@ ADMIN_COMMANDS: tuple[click.Command, ...] = (
 )
 """Everything this module adds to the `tidemq` group."""
 
-__all__ = ["ADMIN_COMMANDS", "cluster_group", "topic_change"]
+__all__ = ["ADMIN_COMMANDS", "cluster_group", "consumer_group", "group_group", "topic_change"]

@@ -8,10 +8,11 @@ from typing import Any
 
 import click
 
-from tidemq.cli.admin_commands import ADMIN_COMMANDS, cluster_group
+from tidemq.cli.admin_commands import ADMIN_COMMANDS, cluster_group, consumer_group, group_group
 from tidemq.cli.auth_commands import AUTH_COMMANDS
 from tidemq.cli.cert_command import cert
 from tidemq.cli.cluster_commands import LOCAL_CLUSTER_COMMANDS
+from tidemq.cli.connection_commands import consumer_connection, group_delete, producer_group
 from tidemq.cli.message_commands import MESSAGE_COMMANDS
 from tidemq.cli.output import JsonReported, json_reported
 from tidemq.cli.server_commands import SERVER_COMMANDS
@@ -79,10 +80,13 @@ for command in (
     *AUTH_COMMANDS,
     *MESSAGE_COMMANDS,
     store_group,
+    producer_group,
 ):
     cli.add_command(command)
 for command in (*LOCAL_CLUSTER_COMMANDS, *WRITE_PERM_COMMANDS):
     cluster_group.add_command(command)
+consumer_group.add_command(consumer_connection)
+group_group.add_command(group_delete)
 
 
 def main() -> None:

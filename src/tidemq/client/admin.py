@@ -89,6 +89,7 @@ from tidemq.client.model import (
     PERM_READ,
     PERM_WRITE,
     BrokerData,
+    ClientConnection,
     ClusterInfo,
     ConsumerConnection,
     GroupConfig,
@@ -114,7 +115,9 @@ from tidemq.common.tags import SUB_ALL, java_trim, parse_tag_expression
 from tidemq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
 from tidemq.protocol.admin_headers import (
     ConsumerGroupRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
     GetConsumeStatsRequestHeader,
+    ProducerGroupRequestHeader,
     ResetOffsetRequestHeader,
     TopicRequestHeader,
 )
@@ -143,6 +146,7 @@ __all__ = [
     "AdminClient",
     "AdminError",
     "BrokerData",
+    "ClientConnection",
     "ClusterInfo",
     "ConsumerConnection",
     "GroupConfig",
@@ -575,6 +579,27 @@ class AdminClient(AsyncClient):
             check(response)
         return list(masters)
 
+    async def delete_group(
+        self,
+        name: str,
+        *,
+        clean_offset: bool = False,
+        brokers: Sequence[str] | None = None,
+        cluster: str | None = DEFAULT_CLUSTER,
+    ) -> list[str]:
+        """Delete subscription group `name` on every master (of `cluster`, or the
+        named `brokers`), its committed offsets too with `clean_offset`
+        (DELETE_SUBSCRIPTIONGROUP, mqadmin deleteSubGroup -r); returns the brokers."""
+        masters = await self._target_masters(cluster, brokers)
+        header = encode_header(
+            DeleteSubscriptionGroupRequestHeader(group_name=name, clean_offset=clean_offset)
+        )
+        for response in (
+            await self._each(masters, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
+        ).values():
+            check(response)
+        return list(masters)
+
     async def list_groups(self, cluster: str | None = None) -> list[GroupConfig]:
         """Every subscription group of every master (of `cluster`), per broker."""
         masters = (await self.cluster_info()).masters(cluster)
@@ -632,6 +657,21 @@ class AdminClient(AsyncClient):
                 continue
             documents[broker] = decode_body(check(response), "consumer connection")
         return merge_consumer_connections(documents)
+
+    async def producer_connection(self, group: str) -> list[ClientConnection]:
+        """The online producers of `group` (client id, address, language, version),
+        each once, from every master (a producer heartbeats to the brokers it
+        sends to); none online is an empty list."""
+        masters = (await self.cluster_info()).masters()
+        header = encode_header(ProducerGroupRequestHeader(producer_group=group))
+        documents: dict[str, dict[str, Any]] = {}
+        for broker, response in (
+            await self._each(masters, RequestCode.GET_PRODUCER_CONNECTION_LIST, header)
+        ).items():
+            if response.code == ResponseCode.SYSTEM_ERROR and "not exist" in remark(response):
+                continue  # the broker knows no producer of the group
+            documents[broker] = decode_body(check(response), "producer connection")
+        return list(merge_consumer_connections(documents).connections)
 
     async def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> list[QueueOffset]:
         """Move `group`'s offsets on `topic` to the first message stored at/after the
