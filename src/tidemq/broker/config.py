@@ -140,6 +140,18 @@ class BrokerConfig:
     replica's epoch check), with the namesrv_tls_* CA, certificate and host check;
     None: as `namesrv_tls` (RocketMQ's broker dials both with its one BrokerOuterAPI
     client and tls.client.*)."""
+    grpc_auto_renew: bool = True
+    """Renew the invisible time of messages a gRPC push consumer received with
+    auto_renew while it holds them (the proxy's enableProxyAutoRenew)."""
+    grpc_default_invisible_ms: int = 60_000
+    """An auto-renew receive's invisible time (the proxy's defaultInvisibleTimeMills)."""
+    grpc_renew_ahead_ms: int = 10_000
+    """Renew a held message whose invisible time ends within this (renewAheadTimeMillis)."""
+    grpc_renew_period_ms: int = 5_000
+    """How often held messages are looked at (renewSchedulePeriodMillis)."""
+    grpc_renew_max_ms: int = 3 * 3_600_000
+    """Stop renewing a message held this long: it goes back with its retry delay
+    (renewMaxTimeMillis)."""
     min_invisible_time_mills_for_recv: int = 10_000
     """The shortest invisible time a gRPC receive may ask for, in ms, 0..12 h
     (the proxy's minInvisibleTimeMillsForRecv); auto-renew receives are exempt."""
@@ -288,6 +300,14 @@ class BrokerConfig:
             raise ValueError(f"msg_trace_topic_name: {problem}")
         if self.short_polling_time_ms < 1:
             raise ValueError(f"short_polling_time_ms={self.short_polling_time_ms}: must be >= 1")
+        for name in (
+            "grpc_default_invisible_ms",
+            "grpc_renew_ahead_ms",
+            "grpc_renew_period_ms",
+            "grpc_renew_max_ms",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)}: must be >= 1")
         if not 0 <= self.min_invisible_time_mills_for_recv <= MAX_INVISIBLE_TIME_MS:
             raise ValueError(
                 f"min_invisible_time_mills_for_recv={self.min_invisible_time_mills_for_recv}: "

@@ -158,6 +158,7 @@ class GrpcEndpoint:
             if front is not None:
                 front.stop_accepting()
             await server.stop(grace)
+            await self.servicer.stop_renewing()
         if front is not None:
             await front.stop(min(grace, 2.0))
         if self._socket_path is not None:

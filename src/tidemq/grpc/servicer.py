@@ -65,6 +65,7 @@ from tidemq.grpc.convert import (
     timestamp_of,
     topic_not_found,
 )
+from tidemq.grpc.renewal import ReceiptRenewals, RenewalSettings
 from tidemq.grpc.telemetry import TelemetryConnection, TelemetrySession, settings_reply
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.errors import ProtocolError
@@ -84,8 +85,6 @@ _STORED_WITHOUT_DURABILITY: dict[int, tuple[int, str]] = {
 """The proxy's answers for a message stored without the durability asked for."""
 
 ACCEPTED_TYPES = (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION)
-AUTO_RENEW_INVISIBLE_MS = 60_000
-"""Invisible time of a push consumer's receive (auto_renew: the client sets none)."""
 DEADLINE_MARGIN_S = 1.0
 DEFAULT_POLL_S = 20.0
 MAX_POLL_S = 30.0
@@ -198,6 +197,19 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         self.real_peer = real_peer
         self._sessions: dict[str, list[TelemetrySession]] = {}
         self._round_robin = itertools.count()
+        self.renewals = ReceiptRenewals(
+            RenewalSettings(
+                enabled=config.grpc_auto_renew,
+                default_invisible_ms=config.grpc_default_invisible_ms,
+                ahead_ms=config.grpc_renew_ahead_ms,
+                period_ms=config.grpc_renew_period_ms,
+                max_ms=config.grpc_renew_max_ms,
+            ),
+            clock,
+            pop.change_invisible,
+            lambda client_id: bool(self._sessions.get(client_id)),
+        )
+        """Push consumers' auto-renewed messages (grpc/renewal.py)."""
 
     @classmethod
     def of(
@@ -248,6 +260,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         for sessions in list(self._sessions.values()):
             for session in list(sessions):
                 session.close()
+
+    async def stop_renewing(self) -> None:
+        """Stop renewing held messages; they come back to other consumers soon."""
+        await self.renewals.close()
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -585,7 +601,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         topic = request.message_queue.topic.name
         self._topic(topic)
         if request.auto_renew:
-            invisible_ms = AUTO_RENEW_INVISIBLE_MS
+            invisible_ms = self.renewals.settings.default_invisible_ms
         else:
             invisible_ms = duration_ms(request.invisible_duration)
             invisible_problem(invisible_ms, self.config.min_invisible_time_mills_for_recv)
@@ -622,15 +638,23 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             except ProtocolError as exc:
                 log.error("a popped record is unreadable: %s", exc)
                 continue
-            delivered.append(
-                delivered_message(
-                    record,
-                    popped.topic,
-                    receipt_handle=popped.receipt_handle,
-                    delivery_attempt=popped.delivery_attempt,
-                    invisible_ms=invisible_ms,
-                )
+            message = delivered_message(
+                record,
+                popped.topic,
+                receipt_handle=popped.receipt_handle,
+                delivery_attempt=popped.delivery_attempt,
+                invisible_ms=invisible_ms,
             )
+            delivered.append(message)
+            if request.auto_renew and self.renewals.settings.enabled:
+                self.renewals.hold(
+                    _client_id(context),
+                    request.group.name,
+                    topic,
+                    message.system_properties.message_id,
+                    popped.receipt_handle,
+                    popped.delivery_attempt,
+                )
         return delivered
 
     @_names_checked(spb.AckMessageResponse)
@@ -638,10 +662,14 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         """Each entry answers for itself; the top status is the one code they
         share, by name, or MULTIPLE_RESULTS (AckMessageActivity.java:184-193)."""
         results = []
+        client_id = _client_id(context)
         for entry in request.entries:
             try:
-                self._check_not_expired(entry.receipt_handle)
-                await self.pop.ack(request.group.name, request.topic.name, entry.receipt_handle)
+                handle = await self.renewals.take(
+                    client_id, request.group.name, entry.message_id, entry.receipt_handle
+                )
+                self._check_not_expired(handle)
+                await self.pop.ack(request.group.name, request.topic.name, handle)
                 entry_status = status()
             except BrokerError as exc:
                 entry_status = status(code_for(exc, "ack"), exc.remark)
@@ -671,9 +699,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 status=status(exc.code, exc.message), receipt_handle=request.receipt_handle
             )
         try:
-            self._check_not_expired(request.receipt_handle)
+            current = await self.renewals.take(
+                _client_id(context), request.group.name, request.message_id, request.receipt_handle
+            )
+            self._check_not_expired(current)
             handle = await self.pop.change_invisible(
-                request.group.name, request.topic.name, request.receipt_handle, invisible_ms
+                request.group.name, request.topic.name, current, invisible_ms
             )
         except BrokerError as exc:
             return spb.ChangeInvisibleDurationResponse(
@@ -685,9 +716,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     @_names_checked(spb.ForwardMessageToDeadLetterQueueResponse)
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
         try:
-            await self.pop.forward_to_dlq(
-                request.group.name, request.topic.name, request.receipt_handle
+            current = await self.renewals.take(
+                _client_id(context), request.group.name, request.message_id, request.receipt_handle
             )
+            await self.pop.forward_to_dlq(request.group.name, request.topic.name, current)
         except BrokerError as exc:
             return spb.ForwardMessageToDeadLetterQueueResponse(
                 status=status(code_for(exc, "dlq"), exc.remark)
