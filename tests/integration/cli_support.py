@@ -13,6 +13,20 @@ from tidemq.testing.processes import server_env
 CLI_DEADLINE_S = 60.0
 
 
+def run_tidemq(
+    home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = CLI_DEADLINE_S
+) -> subprocess.CompletedProcess[str]:
+    """`tidemq ARGS` in a fresh process, in `home`'s environment (plus `env`)."""
+    return subprocess.run(
+        [sys.executable, "-m", "tidemq.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env={**server_env(home), **(env or {})},
+        timeout=timeout,
+        check=False,
+    )
+
+
 class Cli:
     """`tidemq ARGS --namesrv NAMESRV` in `home`'s environment."""
 
@@ -23,16 +37,7 @@ class Cli:
     def run(
         self, *args: str, namesrv: str | None = None, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "tidemq.cli.main", *args]
-        command += ["--namesrv", namesrv or self.namesrv]
-        return subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            env={**server_env(self.home), **(env or {})},
-            timeout=CLI_DEADLINE_S,
-            check=False,
-        )
+        return run_tidemq(self.home, *args, "--namesrv", namesrv or self.namesrv, env=env)
 
     def json(self, *args: str) -> Any:
         result = self.run(*args, "--json")

@@ -13,28 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from acl_support import ADMIN, APP, POLICY
 from controller_support import controller_leader
 from failover_support import broker_set, in_sync, replica
 
-from tidemq.acl.credentials import Credentials
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.testing.waiting import eventually
 from tidemq.transport import RemotingClient
 
 pytestmark = pytest.mark.slow
-
-ADMIN = Credentials("adminKey01", "adminSecret01")
-APP = Credentials("appKey0001", "appSecret0001")
-POLICY = """\
-accounts:
-  - accessKey: adminKey01
-    secretKey: adminSecret01
-    admin: true
-  - accessKey: appKey0001
-    secretKey: appSecret0001
-    defaultTopicPerm: PUB|SUB
-"""
 
 
 async def test_replicas_sign_the_controller_calls_and_strangers_are_refused(

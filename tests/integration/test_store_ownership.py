@@ -11,28 +11,17 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import run_tidemq
 
 from tidemq.testing.client_support import create_topic, numbered_messages, produce, read_topic
-from tidemq.testing.processes import ServerProcess, serve, serve_args, server_env
+from tidemq.testing.processes import ServerProcess, serve, serve_args
 
 pytestmark = pytest.mark.slow
 
 TOPIC = "Owned"
-
-
-def run_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tidemq.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=server_env(home),
-        timeout=60,
-        check=False,
-    )
 
 
 def test_second_server_on_a_data_dir_is_refused_and_nothing_is_lost(tmp_path: Path) -> None:
@@ -58,7 +47,7 @@ def test_second_server_on_a_data_dir_is_refused_and_nothing_is_lost(tmp_path: Pa
         # the live store is only looked at, whatever the first server is doing
         abort_marker = store / "abort"
         stamp = abort_marker.stat().st_mtime_ns
-        inspected = run_cli(tmp_path, "store", "inspect", "--data-dir", str(store), "--json")
+        inspected = run_tidemq(tmp_path, "store", "inspect", "--data-dir", str(store), "--json")
         assert inspected.returncode == 0, inspected.stderr
         info = json.loads(inspected.stdout)
         assert info["in_use_by_pid"] == first.popen.pid
@@ -76,7 +65,7 @@ def test_second_server_on_a_data_dir_is_refused_and_nothing_is_lost(tmp_path: Pa
         assert sorted(m.body.decode() for m in got) == sorted(sent + more)
 
     # stopped: inspect owns the store for its run (it may recover) and lets go
-    inspected = run_cli(tmp_path, "store", "inspect", "--data-dir", str(store), "--json")
+    inspected = run_tidemq(tmp_path, "store", "inspect", "--data-dir", str(store), "--json")
     assert inspected.returncode == 0, inspected.stderr
     assert json.loads(inspected.stdout)["in_use_by_pid"] is None
     assert not (store / "abort").exists()
@@ -95,7 +84,7 @@ def test_a_read_only_data_dir_is_named_in_the_error(tmp_path: Path) -> None:
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
     try:
-        result = run_cli(tmp_path, *serve_args(data))
+        result = run_tidemq(tmp_path, *serve_args(data))
     finally:
         subprocess.run(["umount", str(data)], check=True)
     assert result.returncode != 0

@@ -10,19 +10,18 @@ broker's gRPC port takes its own mode (--grpc-tls-mode).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from cli_support import run_tidemq
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc
 from tls_support import Certs, broker_config_file, serve_args
 
-from tidemq.testing.processes import server_env, started
+from tidemq.testing.processes import started
 
 pytestmark = pytest.mark.slow
 
@@ -34,17 +33,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     return Certs(tmp_path_factory.mktemp("certs"))
 
 
-def cli(
-    home: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tidemq.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env={**server_env(home), **(env or {})},
-        timeout=CLI_DEADLINE_S,
-        check=False,
-    )
+cli = run_tidemq
 
 
 def ok(home: Path, *args: str, env: dict[str, str] | None = None) -> Any:

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import run_tidemq
 
 from tidemq.client.admin import AdminClient
 from tidemq.client.instance import ClientConfig
 from tidemq.client.producer import AsyncProducer
 from tidemq.common.message import Message
-from tidemq.testing.processes import free_port, server_env
+from tidemq.testing.processes import free_port
 from tidemq.testing.waiting import eventually
 
 pytestmark = pytest.mark.slow
@@ -27,14 +27,7 @@ TOPIC = "Payments"
 
 
 def tidemq(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tidemq.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE_S,
-        env=server_env(home),
-        check=False,
-    )
+    return run_tidemq(home, *args, timeout=DEADLINE_S)
 
 
 def ok(home: Path, *args: str) -> Any:

@@ -647,31 +647,30 @@ class AdminClient(AsyncClient):
         """The online consumers of `group` (client id, address, language,
         version) and their subscriptions, from every master (a client
         heartbeats to each broker it reads from); none online is an empty answer."""
-        masters = (await self.cluster_info()).masters()
         header = encode_header(ConsumerGroupRequestHeader(consumer_group=group))
-        documents: dict[str, dict[str, Any]] = {}
-        for broker, response in (
-            await self._each(masters, RequestCode.GET_CONSUMER_CONNECTION_LIST, header)
-        ).items():
-            if response.code == ResponseCode.CONSUMER_NOT_ONLINE:
-                continue
-            documents[broker] = decode_body(check(response), "consumer connection")
-        return merge_consumer_connections(documents)
+        return await self._connections(RequestCode.GET_CONSUMER_CONNECTION_LIST, header)
 
     async def producer_connection(self, group: str) -> list[ClientConnection]:
         """The online producers of `group` (client id, address, language, version),
         each once, from every master (a producer heartbeats to the brokers it
         sends to); none online is an empty list."""
-        masters = (await self.cluster_info()).masters()
         header = encode_header(ProducerGroupRequestHeader(producer_group=group))
+        found = await self._connections(RequestCode.GET_PRODUCER_CONNECTION_LIST, header)
+        return list(found.connections)
+
+    async def _connections(self, code: int, header: Mapping[str, str]) -> ConsumerConnection:
+        """A connection-list request to every master, merged; a broker that knows no
+        client of the group (CONSUMER_NOT_ONLINE, or the producer side's "not exist")
+        adds nothing."""
+        masters = (await self.cluster_info()).masters()
         documents: dict[str, dict[str, Any]] = {}
-        for broker, response in (
-            await self._each(masters, RequestCode.GET_PRODUCER_CONNECTION_LIST, header)
-        ).items():
-            if response.code == ResponseCode.SYSTEM_ERROR and "not exist" in remark(response):
-                continue  # the broker knows no producer of the group
-            documents[broker] = decode_body(check(response), "producer connection")
-        return list(merge_consumer_connections(documents).connections)
+        for broker, response in (await self._each(masters, code, header)).items():
+            if response.code == ResponseCode.CONSUMER_NOT_ONLINE or (
+                response.code == ResponseCode.SYSTEM_ERROR and "not exist" in remark(response)
+            ):
+                continue
+            documents[broker] = decode_body(check(response), "connection list")
+        return merge_consumer_connections(documents)
 
     async def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> list[QueueOffset]:
         """Move `group`'s offsets on `topic` to the first message stored at/after the

@@ -213,30 +213,34 @@ class NamesrvHandlers:
     async def wipe_write_perm(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
-        header = decode_header(BrokerWritePermRequestHeader, request.ext_fields)
-        count = self.routes.wipe_write_perm(header.broker_name)
-        logger.info(
-            "write permission of broker %s wiped (%d topics), asked by %s",
-            header.broker_name,
-            count,
-            connection.remote[0],
-        )
-        ext_fields = encode_header(WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count))
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, ext_fields=ext_fields)
+        return self._write_perm(request, connection, writable=False)
 
     async def add_write_perm(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
+        return self._write_perm(request, connection, writable=True)
+
+    def _write_perm(
+        self, request: RemotingCommand, connection: Connection, *, writable: bool
+    ) -> RemotingCommand:
         header = decode_header(BrokerWritePermRequestHeader, request.ext_fields)
-        count = self.routes.add_write_perm(header.broker_name)
+        name = header.broker_name
+        count = self.routes.add_write_perm(name) if writable else self.routes.wipe_write_perm(name)
         logger.info(
-            "write permission of broker %s given back (%d topics), asked by %s",
-            header.broker_name,
+            "write permission of broker %s %s (%d topics), asked by %s",
+            name,
+            "given back" if writable else "wiped",
             count,
             connection.remote[0],
         )
-        ext_fields = encode_header(AddWritePermOfBrokerResponseHeader(add_topic_count=count))
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, ext_fields=ext_fields)
+        answer: object = (
+            AddWritePermOfBrokerResponseHeader(add_topic_count=count)
+            if writable
+            else WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count)
+        )
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, ext_fields=encode_header(answer)
+        )
 
     async def get_kv_config(
         self, request: RemotingCommand, _connection: Connection

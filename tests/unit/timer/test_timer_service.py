@@ -220,6 +220,16 @@ async def test_a_service_starts_once(rig: TimerRig) -> None:
         await service.start()
 
 
+async def checkpoint_past(rig: TimerRig, read_time_ms: int) -> TimerProgress:
+    """The timer's progress as a slave copies it, once it has read up to `read_time_ms`."""
+
+    def checkpointed() -> TimerProgress | None:
+        progress = read_progress(rig.directory)
+        return progress if progress.last_read_time_ms >= read_time_ms else None
+
+    return await eventually(checkpointed, f"a checkpoint past {read_time_ms}")
+
+
 async def test_a_promoted_slave_delivers_what_its_master_left_exactly_once(
     rig: TimerRig,
 ) -> None:
@@ -234,11 +244,7 @@ async def test_a_promoted_slave_delivers_what_its_master_left_exactly_once(
     rig.advance_to(START_MS + 4_500)
     await eventually(lambda: len(rig.keys()) == 4, "P0..P3 delivered")
 
-    def checkpointed() -> TimerProgress | None:
-        progress = read_progress(rig.directory)
-        return progress if progress.last_read_time_ms >= START_MS + 4_000 else None
-
-    copied = await eventually(checkpointed, "a checkpoint past P3")
+    copied = await checkpoint_past(rig, START_MS + 4_000)
     rig.advance_to(START_MS + 5_500)  # delivered after the copy: found in the commitlog
     await eventually(lambda: len(rig.keys()) == 5, "P4 delivered")
     await rig.stop(close_store=False)
@@ -296,11 +302,7 @@ async def test_a_timer_parked_long_ago_does_not_make_the_promotion_read_the_whol
     rig.advance_to(now + 2_500)
     await eventually(lambda: rig.keys() == ["P0", "P1"], "P0 and P1 delivered")
 
-    def checkpointed() -> TimerProgress | None:
-        progress = read_progress(rig.directory)
-        return progress if progress.last_read_time_ms >= now + 2_000 else None
-
-    copied = await eventually(checkpointed, "a checkpoint past P1")
+    copied = await checkpoint_past(rig, now + 2_000)
     rig.advance_to(now + 3_500)  # delivered after the copy: found in the commitlog
     await eventually(lambda: len(rig.keys()) == 3, "P2 delivered")
     await rig.stop(close_store=False)
