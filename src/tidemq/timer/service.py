@@ -219,6 +219,8 @@ class TimerService:
         """While starting from `_inherited`: the earliest delivery time of an entry
         enqueued again (its delivery, if any, was stored no sooner)."""
         self._in_doubt_scan_from: int | None = None
+        self._saved: TimerCheckpoint | None = None
+        """The checkpoint last written (an equal one, with nothing to sync, is not)."""
         self._next_wake_ms = _NEVER
         self._tasks = TaskSet("timer")
         self._put_lock = asyncio.Lock()
@@ -240,6 +242,7 @@ class TimerService:
                 "puts",
                 "dispatch_passes",
                 "checkpoints",
+                "checkpoints_skipped",
                 "late_max_ms",
                 "buckets_loaded",
                 "buckets_retired",
@@ -875,6 +878,9 @@ class TimerService:
                 )
                 log_fds, log_new = self._log.take_unsynced()
                 dirty, files_new = self._files.take_dirty()
+            if checkpoint == self._saved and not (log_fds or log_new or dirty or files_new):
+                self._counters["checkpoints_skipped"] += 1  # idle: no write, no fsync
+                return
             if self.settings.fsync:
                 try:
                     await asyncio.to_thread(self._sync, log_fds, log_new, dirty, files_new)
@@ -884,6 +890,7 @@ class TimerService:
                     self._files.requeue_dirty(dirty, files_new)
                     raise
             await asyncio.to_thread(save_checkpoint, self.directory, checkpoint)
+            self._saved = checkpoint
             self._counters["checkpoints"] += 1
             self._retire(checkpoint.watermark_ms)
 

@@ -320,3 +320,17 @@ async def test_a_timer_parked_long_ago_does_not_make_the_promotion_read_the_whol
     await rig.settle()
     assert rig.keys() == keys  # each once, FAR still waiting
     assert service.stats()["deduplicated"] == 1  # P2, delivered by the old master
+
+
+async def test_an_idle_timer_writes_and_syncs_no_checkpoint(rig: TimerRig) -> None:
+    service = await rig.start()
+    await rig.park("P", START_MS + 100)
+    rig.advance_to(START_MS + 200)
+    await eventually(lambda: rig.keys() == ["P"], "P delivered")
+    stats = service.stats
+    await eventually(lambda: stats()["checkpoints_skipped"] >= 1, "an idle checkpoint pass")
+    written, skipped = stats()["checkpoints"], stats()["checkpoints_skipped"]
+    await eventually(lambda: stats()["checkpoints_skipped"] >= skipped + 3, "three idle passes")
+    assert stats()["checkpoints"] == written
+    await rig.park("Q", START_MS + 300)  # something to keep: written at the next pass
+    await eventually(lambda: stats()["checkpoints"] > written, "a checkpoint after new work")
