@@ -375,6 +375,7 @@ class Broker:
                     self.clock,
                     rpc=[rpc for rpc in (self.remoting_rpc, self.grpc_rpc) if rpc is not None],
                     other_consumers=grpc_consumers(servicer) if servicer is not None else None,
+                    renewals=servicer.renewals if servicer is not None else None,
                     unit_suffix=config.metrics_unit_suffix,
                 )
             )

@@ -222,3 +222,30 @@ def test_families_of_one_name_from_two_collectors_are_written_once() -> None:
         s.labels["node_type"] for s in samples(families, "rocketmq_rpc_latency_milliseconds_count")
     }
     assert nodes == {"nameserver", "broker"}
+
+
+@dataclass
+class Renewals:
+    """Figures as tidemq.grpc.renewal.ReceiptRenewals keeps them."""
+
+    renewed: int = 5
+    given_back: int = 1
+    cleared: int = 2
+    held: int = 3
+
+    def __len__(self) -> int:
+        return self.held
+
+
+async def test_grpc_renewals_are_counted(broker: tuple[BrokerCore, ManualClock]) -> None:
+    core, clock = broker
+    families = scrape(BrokerCollector(core, FixedStorage(), clock, renewals=Renewals()))
+    assert sample_value(families, "tidemq_grpc_held_messages") == 3
+    renewals = {
+        s.labels["result"]: s.value for s in samples(families, "tidemq_grpc_renewals_total")
+    }
+    assert renewals == {"renewed": 5, "given_back": 1, "cleared": 2}
+    assert (
+        samples(scrape(BrokerCollector(core, FixedStorage(), clock)), "tidemq_grpc_held_messages")
+        == []
+    )

@@ -13,6 +13,7 @@ there.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
 
 from prometheus_client.metrics_core import Metric
 
@@ -36,7 +37,17 @@ from tidemq.web.metrics.broker_traffic import (
 from tidemq.web.metrics.exposition import Exposition
 from tidemq.web.metrics.rpc import rpc_latency
 
-__all__ = ["BrokerCollector", "broker_labels"]
+__all__ = ["BrokerCollector", "RenewalFigures", "broker_labels"]
+
+
+class RenewalFigures(Protocol):
+    """What the gRPC endpoint's receipt renewals count (tidemq.grpc.renewal)."""
+
+    renewed: int
+    given_back: int
+    cleared: int
+
+    def __len__(self) -> int: ...
 
 
 def broker_labels(
@@ -57,6 +68,7 @@ class BrokerCollector:
         *,
         rpc: Sequence[RpcStats] = (),
         other_consumers: Callable[[], Sequence[ConsumerClient]] | None = None,
+        renewals: RenewalFigures | None = None,
         unit_suffix: bool = True,
     ) -> None:
         config = core.service.config
@@ -65,6 +77,7 @@ class BrokerCollector:
         self.clock = clock
         self.rpc = tuple(rpc)
         self.other_consumers = other_consumers
+        self.renewals = renewals
         self.exposition = Exposition(
             broker_labels(config.cluster_name, config.broker_name, config.metrics_labels),
             unit_suffix,
@@ -114,7 +127,28 @@ class BrokerCollector:
         families.append(rpc_latency(exposition, self.rpc))
         if core.transactions is not None:
             families.append(self._checks(core.transactions))
+        if self.renewals is not None:
+            families += self._renewals(self.renewals)
         return families
+
+    def _renewals(self, renewals: RenewalFigures) -> list[Metric]:
+        """tidemq's own: push consumers' messages the broker keeps invisible for them."""
+        return [
+            self.exposition.gauge(
+                "tidemq_grpc_held_messages",
+                "Messages gRPC push consumers hold, renewed while they do",
+                [({}, len(renewals))],
+            ),
+            self.exposition.counter(
+                "tidemq_grpc_renewals_total",
+                "What renewing held messages did, by outcome",
+                (
+                    ({"result": "renewed"}, renewals.renewed),
+                    ({"result": "given_back"}, renewals.given_back),
+                    ({"result": "cleared"}, renewals.cleared),
+                ),
+            ),
+        ]
 
     def _checks(self, transactions: BrokerTransactions) -> Metric:
         """tidemq's own: what the transaction check-back did since start (RocketMQ has none)."""
