@@ -74,6 +74,7 @@ def test_the_guide_starts_lists_and_stops_a_cluster(tmp_path: Path) -> None:
         assert out.count("stopped") >= 5, out  # 4 brokers and the name server
         assert "broker-a at name server" in out and "no longer offered for writes" in out
         assert "writable again" in out
+        assert out.count("brokerPermission=4") == 2  # broker-a's master and its slave
         assert not (tmp_path / "cluster-data" / "cluster.json").exists()
         assert servers_under(tmp_path) == []
     finally:

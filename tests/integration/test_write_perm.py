@@ -17,8 +17,11 @@ from tidemq.client.admin import AdminClient
 from tidemq.client.instance import ClientConfig
 from tidemq.client.producer import AsyncProducer
 from tidemq.common.message import Message
+from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.testing import broker_calls
 from tidemq.testing.processes import free_port
 from tidemq.testing.waiting import eventually
+from tidemq.transport import RemotingClient
 
 pytestmark = pytest.mark.slow
 
@@ -119,3 +122,79 @@ async def test_a_wiped_broker_takes_no_sends_until_given_back(tmp_path: Path) ->
         assert f"not changed at name server(s) {dead}" in both.stderr
     finally:
         tidemq(tmp_path, "cluster", "down", "--data-dir", str(data))
+
+
+async def test_broker_permission_read_only_and_back(tmp_path: Path) -> None:
+    """`tidemq cluster broker-config broker-a --set brokerPermission=4`: broker-a
+    registers read only at once, producers leave it, it still serves reads;
+    brokerPermission=0 refuses its pulls in Java's words; 6 puts it back."""
+    data = tmp_path / "cluster"
+    up = ok(tmp_path, "cluster", "up", "--data-dir", str(data), "--brokers", "2",
+            "--replicas", "1")  # fmt: skip
+    try:
+        namesrv = up["namesrv"]
+        ns = ["--namesrv", namesrv]
+        ok(tmp_path, "topic", "create", TOPIC, "--queues", "1", *ns)
+        (shown,) = ok(tmp_path, "cluster", "broker-config", "broker-a", *ns)
+        assert shown["config"]["brokerPermission"] == "6" and shown["id"] == 0
+        (changed,) = ok(tmp_path, "cluster", "broker-config", "broker-a",
+                        "--set", "brokerPermission=4", *ns)  # fmt: skip
+        assert changed["changed"] == {"brokerPermission": "4"} and changed["error"] is None
+        address = changed["address"]
+        async with AdminClient(namesrv) as admin:
+
+            async def perms() -> dict[str, int]:
+                route = await admin.topic_route(TOPIC)
+                return {q.broker_name: q.perm for q in route.queue_datas}
+
+            await eventually(
+                lambda: _equal(perms(), {"broker-a": 4, "broker-b": 6}), "broker-a read only"
+            )
+            config = ClientConfig(namesrv=namesrv, poll_namesrv_interval_s=0.5)
+            async with AsyncProducer("PermPG", client_config=config) as producer:
+                assert set(await brokers_chosen(producer, 12)) == {"broker-b"}
+            figures = await admin.broker_runtime_stats(address)
+            assert figures  # still answering
+
+            ok(tmp_path, "cluster", "broker-config", "broker-a", "--set", "brokerPermission=0",
+               *ns)  # fmt: skip
+            client = RemotingClient()
+            try:
+                refused = await broker_calls.call(
+                    client, address, RequestCode.PULL_MESSAGE, _pull_fields()
+                )
+            finally:
+                await client.close()
+            assert refused.code == ResponseCode.NO_PERMISSION
+            assert refused.remark == "the broker[127.0.0.1] pulling message is forbidden"
+
+            ok(tmp_path, "cluster", "broker-config", "broker-a", "--set", "brokerPermission=6",
+               *ns)  # fmt: skip
+            await eventually(
+                lambda: _equal(perms(), {"broker-a": 6, "broker-b": 6}), "broker-a writable"
+            )
+        other = tidemq(tmp_path, "cluster", "broker-config", "broker-a", "--set",
+                       "flushDiskType=SYNC_FLUSH", *ns)  # fmt: skip
+        assert other.returncode == 1
+        assert "cannot change flushDiskType while the broker runs" in other.stderr
+    finally:
+        tidemq(tmp_path, "cluster", "down", "--data-dir", str(data))
+
+
+async def _equal(value: Any, expected: object) -> bool:
+    return await value == expected
+
+
+def _pull_fields() -> dict[str, str]:
+    return {
+        "consumerGroup": "PermCG",
+        "topic": TOPIC,
+        "queueId": "0",
+        "queueOffset": "0",
+        "maxMsgNums": "1",
+        "sysFlag": "0",
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subscription": "*",
+        "subVersion": "0",
+    }

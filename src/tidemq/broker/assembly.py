@@ -114,7 +114,9 @@ def assemble(
         on_group_change=notify_consumer_ids_changed,
     )
     writer = StoreWriter(store, service.stats)
-    checks = ConsumeChecks(service.topics, service.groups, sql_filter_factory)
+    checks = ConsumeChecks(
+        service.topics, service.groups, sql_filter_factory, permission=service.permission
+    )
 
     scheduler = None
     if features.delay:
@@ -171,6 +173,7 @@ def assemble(
             timers=timers,
             transactions=transactions,
             max_message_size=max_message_size,
+            permission=service.permission,
         ),
         pull=PullProcessor(
             config,
@@ -200,6 +203,7 @@ def assemble(
             boot_ms=service.boot_ms,
             store_info=store_info,
             delay_offsets=scheduler.encode if scheduler is not None else None,
+            permission=service.permission,
         ),
         pop=PopProcessor(pop_engine),
         transaction=TransactionProcessor(config, transactions),

@@ -13,6 +13,7 @@ from typing import Any
 
 from tidemq.acl.credentials import Credentials
 from tidemq.broker import tls_settings
+from tidemq.broker.permission import parse_permission
 from tidemq.broker.slave_read import DEFAULT_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO, in_memory_limit
 from tidemq.common.names import validate_topic_name
 from tidemq.controller.config import parse_addresses
@@ -140,6 +141,11 @@ class BrokerConfig:
     replica's epoch check), with the namesrv_tls_* CA, certificate and host check;
     None: as `namesrv_tls` (RocketMQ's broker dials both with its one BrokerOuterAPI
     client and tls.client.*)."""
+    broker_permission: int = 6
+    """What the whole broker allows, as PermName bits (4 read, 2 write; RocketMQ's
+    brokerPermission): every topic registers masked by it; without the read bit
+    pulls and pops are refused. UPDATE_BROKER_CONFIG changes it while running
+    (`tidemq cluster broker-config --set brokerPermission=4`)."""
     grpc_auto_renew: bool = True
     """Renew the invisible time of messages a gRPC push consumer received with
     auto_renew while it holds them (the proxy's enableProxyAutoRenew)."""
@@ -300,6 +306,7 @@ class BrokerConfig:
             raise ValueError(f"msg_trace_topic_name: {problem}")
         if self.short_polling_time_ms < 1:
             raise ValueError(f"short_polling_time_ms={self.short_polling_time_ms}: must be >= 1")
+        parse_permission(self.broker_permission)  # ValueError when out of 0..7
         for name in (
             "grpc_default_invisible_ms",
             "grpc_renew_ahead_ms",

@@ -11,6 +11,7 @@ import functools
 from collections.abc import Callable
 
 from tidemq.broker.groups import SubscriptionGroupConfig, SubscriptionGroupManager
+from tidemq.broker.permission import BrokerPermission
 from tidemq.broker.requests import BrokerError
 from tidemq.broker.topics import TopicConfig, TopicConfigManager, is_readable
 from tidemq.protocol.codes import ResponseCode
@@ -39,14 +40,23 @@ class ConsumeChecks:
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         sql_filter_factory: SqlFilterFactory | None = None,
+        *,
+        permission: BrokerPermission | None = None,
     ) -> None:
         self.topics = topics
         self.groups = groups
+        self.permission = permission
+        """brokerPermission: reads are refused while it has no read bit (None: never)."""
         self.sql_filter_factory = sql_filter_factory
         """Builds SQL92 filters; without it SQL92 subscriptions are refused (as Java)."""
 
-    def readable(self, group: str, topic: str) -> tuple[SubscriptionGroupConfig, TopicConfig]:
-        """The configs of a group that may consume and a topic that may be read."""
+    def readable(
+        self, group: str, topic: str, what: str = "pulling"
+    ) -> tuple[SubscriptionGroupConfig, TopicConfig]:
+        """The configs of a group that may consume and a topic that may be read
+        (`what`: "pulling" or "pop", for the broker-wide refusal's words)."""
+        if self.permission is not None:
+            self.permission.check_read(what)
         group_config = self.groups.find(group)
         if group_config is None:
             raise BrokerError(

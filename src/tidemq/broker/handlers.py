@@ -25,6 +25,7 @@ code   request                            answer
 15     UPDATE_CONSUMER_OFFSET             SUCCESS (negative offsets ignored)
 17     UPDATE_AND_CREATE_TOPIC            SUCCESS
 21     GET_ALL_TOPIC_CONFIG               TopicConfigSerializeWrapper
+25     UPDATE_BROKER_CONFIG               SUCCESS (brokerPermission only, until restart)
 26     GET_BROKER_CONFIG                  Java properties text (key=value lines)
 28     GET_BROKER_RUNTIME_INFO            KVTable {"table": {...}}
 29     SEARCH_OFFSET_BY_TIMESTAMP         offset
@@ -125,6 +126,7 @@ HANDLED_CODES = frozenset(
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
         RequestCode.GET_BROKER_RUNTIME_INFO,
         RequestCode.GET_BROKER_CONFIG,
+        RequestCode.UPDATE_BROKER_CONFIG,
         # pop
         RequestCode.POP_MESSAGE,
         RequestCode.ACK_MESSAGE,

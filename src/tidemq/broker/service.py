@@ -30,6 +30,7 @@ from tidemq.broker.groups import SubscriptionGroupManager
 from tidemq.broker.locks import QueueLockManager
 from tidemq.broker.long_polling import LongPollingService
 from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.permission import BrokerPermission
 from tidemq.broker.requests import (
     MASTER_ID,
     BrokerError,
@@ -119,6 +120,10 @@ class BrokerService:
             clock=clock, wake_on_arrival=config.long_polling_enable
         )
         self.locks = QueueLockManager(clock, config.queue_lock_expiry_s)
+        self.permission = BrokerPermission(
+            config.broker_permission, config.advertised_host, on_topics_change
+        )
+        """brokerPermission now (UPDATE_BROKER_CONFIG changes it)."""
         self.stats = BrokerStats(clock, detailed=config.metrics_counting)
         self.boot_ms = clock.now_ms()
         self._loop: asyncio.AbstractEventLoop | None = None

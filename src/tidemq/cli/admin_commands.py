@@ -81,10 +81,7 @@ def topic_create(
 ) -> None:
     """Create topic NAME on every master broker of the cluster (an existing topic
     is updated to these settings, and the output says what changed)."""
-    try:
-        attrs = parse_properties(attributes) if attributes else None
-    except ValueError as exc:
-        raise click.BadParameter(str(exc).replace("--property", "--attribute")) from None
+    attrs = parse_properties(attributes, "--attribute") if attributes else None
     if message_type is not None:
         attrs = dict(attrs or {})
         attrs["+message.type"] = message_type.upper()

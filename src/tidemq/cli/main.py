@@ -10,6 +10,7 @@ import click
 
 from tidemq.cli.admin_commands import ADMIN_COMMANDS, cluster_group, consumer_group, group_group
 from tidemq.cli.auth_commands import AUTH_COMMANDS
+from tidemq.cli.broker_config_commands import broker_config
 from tidemq.cli.cert_command import cert
 from tidemq.cli.cluster_commands import LOCAL_CLUSTER_COMMANDS
 from tidemq.cli.connection_commands import consumer_connection, group_delete, producer_group
@@ -83,7 +84,7 @@ for command in (
     producer_group,
 ):
     cli.add_command(command)
-for command in (*LOCAL_CLUSTER_COMMANDS, *WRITE_PERM_COMMANDS):
+for command in (*LOCAL_CLUSTER_COMMANDS, *WRITE_PERM_COMMANDS, broker_config):
     cluster_group.add_command(command)
 consumer_group.add_command(consumer_connection)
 group_group.add_command(group_delete)

@@ -146,10 +146,7 @@ def send(
     refusal = refuse_group_topic(topic)
     if refusal is not None:
         raise click.BadParameter(refusal, param_hint="TOPIC")
-    try:
-        user_properties = parse_properties(properties)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--property") from None
+    user_properties = parse_properties(properties)
     deliver_at_ms = None
     if deliver_at is not None:
         if delay is not None:

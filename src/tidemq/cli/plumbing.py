@@ -154,12 +154,13 @@ def parse_timestamp(text: str) -> int:
     return round(moment.timestamp() * 1000)
 
 
-def parse_properties(items: Sequence[str]) -> dict[str, str]:
-    """k=v pairs of --property into a dict."""
+def parse_properties(items: Sequence[str], option: str = "--property") -> dict[str, str]:
+    """KEY=VALUE items of a repeatable `option` into a dict; click.BadParameter naming
+    the option for one without "="."""
     result: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--property takes KEY=VALUE, got {item!r}")
+            raise click.BadParameter(f"takes KEY=VALUE, got {item!r}", param_hint=option)
         result[key.strip()] = value
     return result

@@ -16,24 +16,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from tidemq.client._wire import decode_body, first_line, remark
 from tidemq.client.errors import ClientError
 from tidemq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
+from tidemq.protocol.java_properties import parse_java_properties
 
 __all__ = ["describe_broker", "not_a_name_server", "parse_java_properties"]
 
 Call = Callable[[int], Awaitable[RemotingCommand]]
 """Send a request with this code (no header) to the address in question."""
-
-
-def parse_java_properties(text: str) -> dict[str, str]:
-    """`key=value` lines (Java's properties2String output); comments and blanks skipped."""
-    result: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        if sep:
-            result[key.strip()] = value.strip()
-    return result
 
 
 def describe_broker(address: str, runtime: Mapping[str, str], config: Mapping[str, str]) -> str:

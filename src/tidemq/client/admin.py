@@ -132,6 +132,7 @@ from tidemq.protocol.headers import (
     ViewMessageRequestHeader,
     encode_header,
 )
+from tidemq.protocol.java_properties import java_properties_text, parse_java_properties
 from tidemq.record.codec import decode_record
 from tidemq.transport.client import RemotingClient
 from tidemq.transport.tls import TlsConfig, client_tls
@@ -840,6 +841,17 @@ class AdminClient(AsyncClient):
         response = check(await self._call(address, RequestCode.GET_BROKER_RUNTIME_INFO))
         table = decode_body(response, "runtime info").get("table") or {}
         return {str(k): str(v) for k, v in sorted(table.items())}
+
+    async def broker_config(self, address: str) -> dict[str, str]:
+        """The broker's settings under Java's names (GET_BROKER_CONFIG)."""
+        response = check(await self._call(address, RequestCode.GET_BROKER_CONFIG))
+        return parse_java_properties(response.body.decode("utf-8", "replace"))
+
+    async def update_broker_config(self, address: str, settings: Mapping[str, str]) -> None:
+        """Change settings of the broker at `address` while it runs (UPDATE_BROKER_CONFIG,
+        mqadmin updateBrokerConfig); tidemq changes brokerPermission, and refuses others."""
+        body = java_properties_text(settings).encode("utf-8")
+        check(await self._call(address, RequestCode.UPDATE_BROKER_CONFIG, None, body))
 
     # -- messages -----------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from rocketmq.grpc_protocol import service_pb2_grpc
 from tidemq.broker.assembly import BrokerCore
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.groups import SubscriptionGroupManager
+from tidemq.broker.permission import ALL_PERMISSIONS, BrokerPermission
 from tidemq.broker.pop.api import (
     ALL_QUEUES,
     MAX_INVISIBLE_MS,
@@ -182,12 +183,15 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         transaction: TransactionProcessor,
         client: ClientProcessor,
         real_peer: Callable[[str], str] | None = None,
+        permission: BrokerPermission | None = None,
     ) -> None:
         """`real_peer`: grpc's peer string -> the client's, behind the TLS front
         (RelayedPeers.real); default as is."""
         self.config = config
         self.clock = clock
         self.topics = topics
+        self.permission = permission or BrokerPermission(ALL_PERMISSIONS, config.advertised_host)
+        """brokerPermission: routes show each queue's permission masked by it."""
         self.groups = groups
         self.send = send
         self.pull = pull
@@ -228,6 +232,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             transaction=core.transaction,
             client=core.client,
             real_peer=real_peer,
+            permission=service.permission,
         )
 
     def _peer(self, context: Any) -> str:
@@ -283,6 +288,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             raise ReceiptHandleError("receipt handle is expired")
 
     def _queue(self, topic: str, queue_id: int, endpoints: pb.Endpoints, perm: int) -> Any:
+        perm = self.permission.mask(perm)  # brokerPermission, as the name server's routes
         permission = pb.Permission.NONE
         if is_readable(perm) and is_writeable(perm):
             permission = pb.Permission.READ_WRITE

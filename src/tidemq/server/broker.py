@@ -583,12 +583,10 @@ class Broker:
 
     def _registration(self) -> RemotingCommand:
         service = self.service
-        body = encode_json(
-            {
-                "topicConfigSerializeWrapper": service.topics.serialize(),
-                "filterServerList": [],
-            }
-        )
+        wrapper = service.topics.serialize()
+        for config in wrapper["topicConfigTable"].values():  # brokerPermission masks each
+            config["perm"] = service.permission.mask(config["perm"])
+        body = encode_json({"topicConfigSerializeWrapper": wrapper, "filterServerList": []})
         header = RegisterBrokerRequestHeader(
             broker_name=self.config.broker_name,
             broker_addr=self.address,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -120,8 +121,9 @@ def test_parse_timestamp_forms() -> None:
 
 def test_parse_properties() -> None:
     assert parse_properties(["a=1", "b=x=y", "c="]) == {"a": "1", "b": "x=y", "c": ""}
-    with pytest.raises(ValueError):
-        parse_properties(["=1"])
+    with pytest.raises(click.BadParameter) as refused:
+        parse_properties(["=1"], "--set")
+    assert "--set" in refused.value.format_message()
 
 
 def test_message_json_text_and_binary_bodies() -> None:

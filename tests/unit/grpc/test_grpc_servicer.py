@@ -169,3 +169,19 @@ async def test_send_statuses_in_the_proxys_shape(
         answered = await servicer.SendMessage(grpc_send_request(TOPIC, b"alone"), None)
         assert answered.status.code == code
         assert answered.entries[0].status.message == f"send message failed, sendStatus={name}"
+
+
+async def test_routes_show_the_broker_permission(broker: Broker) -> None:
+    """QueryRoute masks each queue's permission as the name server's routes do."""
+    request = spb.QueryRouteRequest(topic=pb.Resource(name=TOPIC))
+
+    async def permissions() -> set[int]:
+        response = await broker.servicer.QueryRoute(request, None)
+        assert response.status.code == Code.OK, response.status
+        return {queue.permission for queue in response.message_queues}
+
+    assert await permissions() == {pb.Permission.READ_WRITE}
+    broker.core.service.permission.set(4)
+    assert await permissions() == {pb.Permission.READ}
+    broker.core.service.permission.set(0)
+    assert await permissions() == {pb.Permission.NONE}

@@ -252,7 +252,7 @@ class BrokerPop:
     # -- pop ---------------------------------------------------------------------------
 
     async def pop(self, request: PopRequest) -> PopResult:
-        group_config, topic_config = self.checks.readable(request.group, request.topic)
+        group_config, topic_config = self.checks.readable(request.group, request.topic, "pop")
         if request.queue_id != ALL_QUEUES and not (
             0 <= request.queue_id < topic_config.read_queue_nums
         ):

@@ -24,6 +24,7 @@ from tidemq.broker.locks import QueueLockManager
 from tidemq.broker.long_polling import LongPollingService
 from tidemq.broker.message_types import parse_attributes
 from tidemq.broker.offsets import ConsumerOffsetManager, plan_reset
+from tidemq.broker.permission import BrokerPermission, parse_permission
 from tidemq.broker.remoting import (
     RequestHandler,
     encode_json,
@@ -55,6 +56,7 @@ from tidemq.protocol.headers import (
     DeleteTopicRequestHeader,
     decode_header,
 )
+from tidemq.protocol.java_properties import java_properties_text, parse_java_properties
 from tidemq.store.api import MessageStore
 from tidemq.timer.checkpoint import TimerCheckpointError
 from tidemq.transport import Connection
@@ -68,6 +70,10 @@ VERSION_DESC = "tidemq 0.1.0"
 StoreInfo = Callable[[], dict[str, str]]
 """The store's own part of GET_BROKER_RUNTIME_INFO (commit log bounds, disk
 use, retention counters: what a file store knows)."""
+
+
+RUNTIME_SETTINGS = frozenset({"brokerPermission"})
+"""The keys UPDATE_BROKER_CONFIG may change while the broker runs."""
 
 
 SLAVE_ADMIN_REMARK = (
@@ -98,8 +104,11 @@ class AdminProcessor:
         boot_ms: int,
         store_info: StoreInfo | None = None,
         delay_offsets: Callable[[], str] | None = None,
+        permission: BrokerPermission | None = None,
     ) -> None:
         self.config = config
+        self.permission = permission
+        """brokerPermission, the one setting UPDATE_BROKER_CONFIG changes (None: none)."""
         self.delay_offsets = delay_offsets
         """The delay scheduler's progress, as delayOffset.json holds it (None: no scheduler)."""
         self.store = store
@@ -144,6 +153,7 @@ class AdminProcessor:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.handle_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.handle_get_broker_runtime_info,
             RequestCode.GET_BROKER_CONFIG: self.handle_get_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.handle_update_broker_config,
         }
 
     # -- remoting: topics ----------------------------------------------------------------
@@ -328,8 +338,40 @@ class AdminProcessor:
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
         # Java answers MixAll.properties2String: "key=value" lines (AdminBrokerProcessor).
-        lines = (f"{key}={value}\n" for key, value in self.broker_config().items())
-        return ok(request, body="".join(lines).encode("utf-8"))
+        return ok(request, body=java_properties_text(self.broker_config()).encode("utf-8"))
+
+    async def handle_update_broker_config(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        """UPDATE_BROKER_CONFIG: a properties body ("key=value" lines). Only
+        brokerPermission changes while the broker runs (it registers again at once,
+        as Java's updateBrokerConfig does); any other key refuses the whole request."""
+        changes = parse_java_properties(request.body.decode("utf-8", errors="replace"))
+        if not changes:
+            raise BrokerError(
+                ResponseCode.INVALID_PARAMETER, "no setting given: send key=value lines"
+            )
+        unknown = sorted(set(changes) - RUNTIME_SETTINGS)
+        if unknown or self.permission is None:
+            raise BrokerError(
+                ResponseCode.INVALID_PARAMETER,
+                f"cannot change {', '.join(unknown) or 'brokerPermission'} while the broker "
+                f"runs (changeable: {', '.join(sorted(RUNTIME_SETTINGS))}); set it in the "
+                "broker's config and restart",
+            )
+        try:
+            value = parse_permission(changes["brokerPermission"])
+        except (KeyError, ValueError) as exc:
+            raise BrokerError(ResponseCode.INVALID_PARAMETER, str(exc).strip("'")) from None
+        before = self.permission.value
+        self.permission.set(value)
+        log.info(
+            "brokerPermission %d -> %d, asked by %s (until restart)",
+            before,
+            value,
+            connection.remote[0],
+        )
+        return ok(request)
 
     # -- admin: topics and groups -----------------------------------------------------------
 
@@ -533,6 +575,9 @@ class AdminProcessor:
             "messageDelayLevel": config.delay_levels,
             "storePathRootDir": str(config.store_dir),
             "brokerVersionDesc": VERSION_DESC,
+            "brokerPermission": str(
+                self.permission.value if self.permission is not None else config.broker_permission
+            ),
         }
 
 

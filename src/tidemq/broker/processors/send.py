@@ -23,6 +23,7 @@ from tidemq.broker.config import BrokerConfig
 from tidemq.broker.groups import SubscriptionGroupManager
 from tidemq.broker.hooks import DelayHooks, TimerHooks, TransactionHooks
 from tidemq.broker.message_types import check_message_type
+from tidemq.broker.permission import BrokerPermission
 from tidemq.broker.remoting import RequestHandler, born_address, ok
 from tidemq.broker.requests import BrokerError, SendRequest, SendResult
 from tidemq.broker.stats import DELAY, FIFO, NORMAL, TRANSACTION, BrokerStats
@@ -226,8 +227,11 @@ class SendProcessor:
         timers: TimerHooks | None,
         transactions: TransactionHooks | None,
         max_message_size: int = MAX_MESSAGE_SIZE,
+        permission: BrokerPermission | None = None,
     ) -> None:
         self.config = config
+        self.permission = permission
+        """brokerPermission: sends to ordered topics are refused without the write bit."""
         self.store = store
         self.topics = topics
         self.groups = groups
@@ -377,6 +381,8 @@ class SendProcessor:
                     ResponseCode.TOPIC_NOT_EXIST,
                     f"topic[{topic}] not exist, apply first please!",
                 )
+        if self.permission is not None:
+            self.permission.check_ordered_send(config.order)
         if not is_writeable(config.perm):
             raise BrokerError(
                 ResponseCode.NO_PERMISSION,

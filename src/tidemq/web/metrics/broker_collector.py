@@ -94,6 +94,9 @@ class BrokerCollector:
         now_ms = self.clock.now_ms()
         families = [
             exposition.gauge(
+                "rocketmq_broker_permission", "Broker permission", [({}, service.permission.value)]
+            ),
+            exposition.gauge(
                 "rocketmq_topic_number", "Active topic number", [({}, len(service.topics))]
             ),
             exposition.gauge(
