@@ -41,12 +41,12 @@ class Cli:
 
     def json(self, *args: str) -> Any:
         result = self.run(*args, "--json")
-        assert result.returncode == 0, f"{args}: {result.stderr}"
+        assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
         return json.loads(result.stdout)
 
     def json_lines(self, *args: str) -> list[Any]:
         result = self.run(*args, "--json")
-        assert result.returncode == 0, f"{args}: {result.stderr}"
+        assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
         return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
 
 

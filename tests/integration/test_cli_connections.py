@@ -1,8 +1,9 @@
-"""`tidemq consumer connection`, `tidemq producer connection` and `tidemq group delete`
-against a real `tidemq serve` with real clients online."""
+"""`tidemq consumer connection|status`, `tidemq producer connection` and `tidemq group
+delete` against a real `tidemq serve` with real clients online."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,16 @@ async def test_who_is_connected_and_deleting_a_group(tmp_path: Path) -> None:
                 text = cli.run("consumer", "connection", GROUP)
                 assert text.returncode == 0 and "subscriptions" in text.stdout
 
+                # asked of the client itself, which answers from this loop: run the CLI aside
+                status = await asyncio.to_thread(cli.json, "consumer", "status", GROUP)
+                assert list(status["clients"]) == [client["client_id"]]
+                (info,) = status["clients"].values()
+                assert info["properties"]["consumerGroup"] == GROUP
+                held = {key.split("@")[0] for key in info["mqTable"]}
+                assert held == {TOPIC}
+                shown = await asyncio.to_thread(cli.run, "consumer", "status", GROUP)
+                assert shown.returncode == 0 and "queues it holds" in shown.stdout
+
                 online = cli.json("group", "delete", GROUP, "--keep-topics")
                 assert online["consumers_online"] == 1
                 assert online["brokers"] == ["broker-a"] and online["topics_deleted"] == []
@@ -71,6 +82,8 @@ async def test_who_is_connected_and_deleting_a_group(tmp_path: Path) -> None:
         assert nobody.returncode == 1
         assert "no producer of group OrdersWriters is online" in nobody.stderr
         assert cli.run("consumer", "connection", GROUP).returncode == 1
+        gone = cli.run("consumer", "status", GROUP)
+        assert gone.returncode == 1 and f"no consumer of group {GROUP} is online" in gone.stderr
 
         deleted = cli.json("group", "delete", GROUP, "--clean-offset")
         assert deleted["consumers_online"] == 0 and deleted["offsets_deleted"] is True

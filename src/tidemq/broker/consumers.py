@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.protocol.command import RemotingCommand
@@ -56,6 +56,16 @@ class ClientConnection(Protocol):
     def send_oneway(self, command: RemotingCommand) -> Any: ...
 
     def close(self) -> Any: ...
+
+
+@runtime_checkable
+class AskableConnection(Protocol):
+    """A client connection the broker can send a request on and await the answer
+    (a remoting connection; a gRPC client's Telemetry stream is not one)."""
+
+    async def request(
+        self, command: RemotingCommand, timeout: float, *, owned: bool = False
+    ) -> RemotingCommand: ...
 
 
 # -- tables ---------------------------------------------------------------------

@@ -52,6 +52,7 @@ code   request                            answer
 215    DELETE_TOPIC_IN_BROKER             SUCCESS
 222    INVOKE_BROKER_TO_RESET_OFFSET      ResetOffsetBody {"offsetTable": {mq: offset}}
 300    QUERY_TOPIC_CONSUME_BY_WHO         GroupList {"groupList": [...]}
+307    GET_CONSUMER_RUNNING_INFO          the client's own answer (asked over its connection)
 351    GET_TOPIC_CONFIG                   {"topicConfig": {...}}
 352    GET_SUBSCRIPTIONGROUP_CONFIG       the SubscriptionGroupConfig
 =====  =================================  =====================================================
@@ -127,6 +128,7 @@ HANDLED_CODES = frozenset(
         RequestCode.GET_BROKER_RUNTIME_INFO,
         RequestCode.GET_BROKER_CONFIG,
         RequestCode.UPDATE_BROKER_CONFIG,
+        RequestCode.GET_CONSUMER_RUNNING_INFO,
         # pop
         RequestCode.POP_MESSAGE,
         RequestCode.ACK_MESSAGE,

@@ -13,7 +13,7 @@ from tidemq.cli.output import emit
 from tidemq.cli.plumbing import abort, admin_options, run_admin
 from tidemq.client.admin import DEFAULT_CLUSTER, AdminClient, AdminError, ClientConnection
 
-__all__ = ["consumer_connection", "group_delete", "producer_group"]
+__all__ = ["consumer_connection", "consumer_status", "group_delete", "producer_group"]
 
 
 def _connection_rows(connections: Sequence[ClientConnection]) -> list[dict[str, Any]]:
@@ -48,6 +48,46 @@ def consumer_connection(group: str, namesrv: list[str], as_json: bool) -> None:
         f"consume type: {connection.consume_type}, message model: {connection.message_model}, "
         f"consume from: {connection.consume_from_where}"
     )
+
+
+def _error_json(error: AdminError) -> dict[str, Any]:
+    return {"error": error.message, "code": error.code}
+
+
+@click.command("status")
+@click.argument("group")
+@click.option("--client", "client_id", default=None, help="Only this client id.")
+@admin_options
+def consumer_status(group: str, client_id: str | None, namesrv: list[str], as_json: bool) -> None:
+    """What each online consumer of GROUP says of itself (mqadmin consumerStatus):
+    its settings, subscriptions and, per queue it holds, the committed offset and
+    the messages it has fetched but not yet consumed. Exit 1 when none is online or
+    one cannot answer."""
+    answers = run_admin(namesrv, lambda a: a.consumer_running_info(group, client_id))
+    if not answers:
+        who = f"client {client_id} of group {group}" if client_id else f"consumer of group {group}"
+        abort(f"no {who} is online")
+    failed = {cid: info for cid, info in answers.items() if isinstance(info, AdminError)}
+    if as_json:
+        clients = {
+            cid: {"error": info.message, "code": info.code}
+            if isinstance(info, AdminError)
+            else info
+            for cid, info in answers.items()
+        }
+        emit({"group": group, "clients": clients}, as_json=True)
+    else:
+        for cid, info in answers.items():
+            if isinstance(info, AdminError):
+                click.echo(f"client {cid}: FAILED: {info.message}")
+                continue
+            emit(info.get("properties") or {}, as_json=False, title=f"client {cid}")
+            queues = [{"queue": key, **value} for key, value in (info.get("mqTable") or {}).items()]
+            if queues:
+                emit(queues, as_json=False, title="queues it holds")
+    if failed:
+        cid, error = next(iter(failed.items()))
+        abort(f"client {cid} did not answer: {error.message}", error.code)
 
 
 @click.group("producer")

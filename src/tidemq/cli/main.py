@@ -13,7 +13,12 @@ from tidemq.cli.auth_commands import AUTH_COMMANDS
 from tidemq.cli.broker_config_commands import broker_config
 from tidemq.cli.cert_command import cert
 from tidemq.cli.cluster_commands import LOCAL_CLUSTER_COMMANDS
-from tidemq.cli.connection_commands import consumer_connection, group_delete, producer_group
+from tidemq.cli.connection_commands import (
+    consumer_connection,
+    consumer_status,
+    group_delete,
+    producer_group,
+)
 from tidemq.cli.message_commands import MESSAGE_COMMANDS
 from tidemq.cli.output import JsonReported, json_reported
 from tidemq.cli.server_commands import SERVER_COMMANDS
@@ -87,6 +92,7 @@ for command in (
 for command in (*LOCAL_CLUSTER_COMMANDS, *WRITE_PERM_COMMANDS, broker_config):
     cluster_group.add_command(command)
 consumer_group.add_command(consumer_connection)
+consumer_group.add_command(consumer_status)
 group_group.add_command(group_delete)
 
 

@@ -116,6 +116,7 @@ from tidemq.protocol import ProtocolError, RemotingCommand, RequestCode, Respons
 from tidemq.protocol.admin_headers import (
     ConsumerGroupRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     ProducerGroupRequestHeader,
     ResetOffsetRequestHeader,
@@ -650,6 +651,39 @@ class AdminClient(AsyncClient):
         heartbeats to each broker it reads from); none online is an empty answer."""
         header = encode_header(ConsumerGroupRequestHeader(consumer_group=group))
         return await self._connections(RequestCode.GET_CONSUMER_CONNECTION_LIST, header)
+
+    async def consumer_running_info(
+        self, group: str, client_id: str | None = None
+    ) -> dict[str, dict[str, Any] | AdminError]:
+        """What each online consumer of `group` (or only `client_id`) says of itself:
+        its settings, subscriptions and, per queue, offsets and cached messages
+        (GET_CONSUMER_RUNNING_INFO, asked through a broker it is connected to, as
+        mqadmin consumerStatus does); client id -> its ConsumerRunningInfo, or the
+        error that client's answer was."""
+        connections = (await self.consumer_connection(group)).connections
+        masters = (await self.cluster_info()).masters()
+        found: dict[str, dict[str, Any] | AdminError] = {}
+        for client in connections:
+            if client_id is not None and client.client_id != client_id:
+                continue
+            header = encode_header(
+                GetConsumerRunningInfoRequestHeader(
+                    consumer_group=group, client_id=client.client_id
+                )
+            )
+            try:
+                address = masters[client.broker_name]
+                response = await self._call(
+                    address, RequestCode.GET_CONSUMER_RUNNING_INFO, header, timeout=15.0
+                )
+                found[client.client_id] = decode_body(check(response), "consumer running info")
+            except KeyError:
+                found[client.client_id] = AdminError(
+                    f"no master for {client.broker_name}", ResponseCode.BROKER_NOT_EXIST
+                )
+            except AdminError as exc:
+                found[client.client_id] = exc
+        return found
 
     async def producer_connection(self, group: str) -> list[ClientConnection]:
         """The online producers of `group` (client id, address, language, version),

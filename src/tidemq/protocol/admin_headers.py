@@ -25,6 +25,15 @@ class GetConsumeStatsRequestHeader:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class GetConsumerRunningInfoRequestHeader:
+    """GET_CONSUMER_RUNNING_INFO (307), to a broker that asks the client."""
+
+    consumer_group: str
+    client_id: str
+    jstack_enable: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ConsumerGroupRequestHeader:
     """GET_CONSUMER_CONNECTION_LIST (203)."""
 

@@ -18,7 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 from tidemq.broker.config import BrokerConfig
-from tidemq.broker.consumers import ClientChannel, ConsumerManager, ProducerManager
+from tidemq.broker.consumers import (
+    AskableConnection,
+    ClientChannel,
+    ConsumerManager,
+    ProducerManager,
+)
 from tidemq.broker.groups import GroupError, SubscriptionGroupConfig, SubscriptionGroupManager
 from tidemq.broker.locks import QueueLockManager
 from tidemq.broker.long_polling import LongPollingService
@@ -43,6 +48,7 @@ from tidemq.ha.config import BrokerRole
 from tidemq.protocol.admin_headers import (
     ConsumerGroupRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
     ProducerGroupRequestHeader,
@@ -59,7 +65,7 @@ from tidemq.protocol.headers import (
 from tidemq.protocol.java_properties import java_properties_text, parse_java_properties
 from tidemq.store.api import MessageStore
 from tidemq.timer.checkpoint import TimerCheckpointError
-from tidemq.transport import Connection
+from tidemq.transport import Connection, RemotingError, RemotingTimeoutError
 
 __all__ = ["VERSION_DESC", "AdminProcessor", "StoreInfo"]
 
@@ -72,6 +78,8 @@ StoreInfo = Callable[[], dict[str, str]]
 use, retention counters: what a file store knows)."""
 
 
+CALL_CLIENT_TIMEOUT_S = 10.0
+"""How long a request forwarded to a client may take (Broker2Client.callClient)."""
 RUNTIME_SETTINGS = frozenset({"brokerPermission"})
 """The keys UPDATE_BROKER_CONFIG may change while the broker runs."""
 
@@ -146,6 +154,7 @@ class AdminProcessor:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.handle_delete_subscription_group,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.handle_get_consumer_connection_list,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.handle_get_producer_connection_list,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.handle_get_consumer_running_info,
             RequestCode.GET_CONSUME_STATS: self.handle_get_consume_stats,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.handle_get_all_consumer_offset,
             RequestCode.GET_ALL_DELAY_OFFSET: self.handle_get_all_delay_offset,
@@ -266,6 +275,43 @@ class AdminProcessor:
     ) -> RemotingCommand:
         header = decode_header(ProducerGroupRequestHeader, request.ext_fields)
         return ok(request, body=encode_json(self.producer_connection(header.producer_group)))
+
+    async def handle_get_consumer_running_info(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO: asked of the client itself, over its own
+        connection, and its answer passed back (AdminBrokerProcessor.callConsumer)."""
+        header = decode_header(GetConsumerRunningInfoRequestHeader, request.ext_fields)
+        group, client_id = header.consumer_group, header.client_id
+        info = self.consumers.get(group)
+        channel = info.channels.get(client_id) if info is not None else None
+        if channel is None:
+            raise BrokerError(
+                ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
+            )
+        connection_to_client = channel.connection
+        if not isinstance(connection_to_client, AskableConnection):  # a gRPC client
+            raise BrokerError(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer <{group}> <{client_id}> cannot be asked (not a remoting client)",
+            )
+        forwarded = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, dict(request.ext_fields), request.body
+        )
+        try:
+            answer = await connection_to_client.request(
+                forwarded, CALL_CLIENT_TIMEOUT_S, owned=True
+            )
+        except RemotingTimeoutError as exc:
+            raise BrokerError(
+                ResponseCode.CONSUME_MSG_TIMEOUT, f"consumer <{group}> <{client_id}> Timeout: {exc}"
+            ) from None
+        except RemotingError as exc:
+            raise BrokerError(
+                ResponseCode.SYSTEM_ERROR,
+                f"invoke consumer <{group}> <{client_id}> Exception: {exc}",
+            ) from None
+        return RemotingCommand.response_to(request, answer.code, answer.remark, body=answer.body)
 
     async def handle_get_consume_stats(
         self, request: RemotingCommand, connection: Connection
