@@ -19,6 +19,7 @@ from tidemq.cli.connection_commands import (
     group_delete,
     producer_group,
 )
+from tidemq.cli.dead_letter_commands import consumer_dead_letters, consumer_resend
 from tidemq.cli.message_commands import MESSAGE_COMMANDS
 from tidemq.cli.output import JsonReported, json_reported
 from tidemq.cli.server_commands import SERVER_COMMANDS
@@ -93,6 +94,8 @@ for command in (*LOCAL_CLUSTER_COMMANDS, *WRITE_PERM_COMMANDS, broker_config):
     cluster_group.add_command(command)
 consumer_group.add_command(consumer_connection)
 consumer_group.add_command(consumer_status)
+consumer_group.add_command(consumer_dead_letters)
+consumer_group.add_command(consumer_resend)
 group_group.add_command(group_delete)
 
 

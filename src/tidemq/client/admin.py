@@ -971,6 +971,17 @@ class AdminClient(AsyncClient):
         except ClientError as exc:
             raise AdminError(exc.message, exc.code) from None
 
+    async def dead_letters(self, group: str, max_num: int = 64) -> TimeRangeResult:
+        """The dead letters of `group` (its %DLQ% topic), oldest first, at most
+        `max_num`; none when the topic was never made (nothing died yet)."""
+        topic = f"%DLQ%{group}"
+        try:
+            return await self.messages_between(topic, 0, self._clock.now_ms(), max_num)
+        except AdminError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            return TimeRangeResult([], False)
+
     async def resend_dead_letter(self, group: str, msg_id: str) -> SendResult:
         """Give dead letter `msg_id` (either id) of `group` back to the group:
         a copy goes to `%RETRY%<group>`, due now, with a fresh retry budget

@@ -216,12 +216,7 @@ async def dead_letters(request: web.Request) -> web.Response:
     group = request.match_info["group"]
     limit = optional_int(request.query, "max", low=1, high=1000) or DLQ_PAGE
     topic = dlq_topic_of(group)
-    try:
-        found = await admin.messages_between(topic, 0, dash.clock.now_ms(), limit)
-    except AdminError as exc:
-        if exc.code != ResponseCode.TOPIC_NOT_EXIST:
-            raise
-        return web.json_response({"topic": topic, "messages": [], "cut": False})
+    found = await admin.dead_letters(group, limit)
     rows = []
     for message in found.messages:
         row = message_summary(message)
