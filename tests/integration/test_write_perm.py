@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +54,24 @@ async def brokers_chosen(producer: AsyncProducer, sends: int) -> Counter[str]:
     return chosen
 
 
-async def test_a_wiped_broker_takes_no_sends_until_given_back(tmp_path: Path) -> None:
-    SENT.clear()
-    data = tmp_path / "cluster"
-    up = ok(tmp_path, "cluster", "up", "--data-dir", str(data), "--brokers", "2",
+@contextmanager
+def two_brokers(home: Path, queues: int) -> Iterator[str]:
+    """`tidemq cluster up` with broker-a and broker-b (masters alone) and TOPIC on
+    both; the name server's address; `cluster down` at the end."""
+    data = home / "cluster"
+    up = ok(home, "cluster", "up", "--data-dir", str(data), "--brokers", "2",
             "--replicas", "1")  # fmt: skip
     try:
-        namesrv = up["namesrv"]
+        ok(home, "topic", "create", TOPIC, "--queues", str(queues), "--namesrv", up["namesrv"])
+        yield up["namesrv"]
+    finally:
+        tidemq(home, "cluster", "down", "--data-dir", str(data))
+
+
+async def test_a_wiped_broker_takes_no_sends_until_given_back(tmp_path: Path) -> None:
+    SENT.clear()
+    with two_brokers(tmp_path, queues=2) as namesrv:
         ns = ["--namesrv", namesrv]
-        ok(tmp_path, "topic", "create", TOPIC, "--queues", "2", *ns)
         config = ClientConfig(namesrv=namesrv, poll_namesrv_interval_s=0.5)
         async with AsyncProducer("PaymentsPG", client_config=config) as producer:
             assert set(await brokers_chosen(producer, 8)) == {"broker-a", "broker-b"}
@@ -120,21 +131,14 @@ async def test_a_wiped_broker_takes_no_sends_until_given_back(tmp_path: Path) ->
         assert f"broker-b at name server {namesrv}: writable again" in both.stdout
         assert f"broker-b at name server {dead}: FAILED" in both.stdout
         assert f"not changed at name server(s) {dead}" in both.stderr
-    finally:
-        tidemq(tmp_path, "cluster", "down", "--data-dir", str(data))
 
 
 async def test_broker_permission_read_only_and_back(tmp_path: Path) -> None:
     """`tidemq cluster broker-config broker-a --set brokerPermission=4`: broker-a
     registers read only at once, producers leave it, it still serves reads;
     brokerPermission=0 refuses its pulls in Java's words; 6 puts it back."""
-    data = tmp_path / "cluster"
-    up = ok(tmp_path, "cluster", "up", "--data-dir", str(data), "--brokers", "2",
-            "--replicas", "1")  # fmt: skip
-    try:
-        namesrv = up["namesrv"]
+    with two_brokers(tmp_path, queues=1) as namesrv:
         ns = ["--namesrv", namesrv]
-        ok(tmp_path, "topic", "create", TOPIC, "--queues", "1", *ns)
         (shown,) = ok(tmp_path, "cluster", "broker-config", "broker-a", *ns)
         assert shown["config"]["brokerPermission"] == "6" and shown["id"] == 0
         (changed,) = ok(tmp_path, "cluster", "broker-config", "broker-a",
@@ -177,8 +181,6 @@ async def test_broker_permission_read_only_and_back(tmp_path: Path) -> None:
                        "flushDiskType=SYNC_FLUSH", *ns)  # fmt: skip
         assert other.returncode == 1
         assert "cannot change flushDiskType while the broker runs" in other.stderr
-    finally:
-        tidemq(tmp_path, "cluster", "down", "--data-dir", str(data))
 
 
 async def _equal(value: Any, expected: object) -> bool:

@@ -9,7 +9,13 @@ from typing import Any
 import click
 
 from tidemq.cli.output import emit
-from tidemq.cli.plumbing import abort, admin_options, parse_properties, run_admin
+from tidemq.cli.plumbing import (
+    abort,
+    abort_unknown_broker,
+    admin_options,
+    parse_properties,
+    run_admin,
+)
 from tidemq.client.admin import AdminClient, AdminError
 
 __all__ = ["broker_config"]
@@ -55,7 +61,7 @@ def broker_config(broker: str, items: tuple[str, ...], namesrv: list[str], as_js
 
     known, rows = run_admin(namesrv, each)
     if not rows:
-        abort(f"no broker named {broker!r} is registered (known: {', '.join(known) or 'none'})")
+        abort_unknown_broker(broker, known)
     if as_json:
         emit(rows, as_json=True)
     else:

@@ -105,6 +105,11 @@ def abort(message: str, code: int | None = None) -> NoReturn:
     raise click.ClickException(message)  # fail() always raises; this satisfies the checker
 
 
+def abort_unknown_broker(broker: str, known: Sequence[str]) -> NoReturn:
+    """A broker name the name servers do not know, with the names they do."""
+    abort(f"no broker named {broker!r} is registered (known: {', '.join(known) or 'none'})")
+
+
 def run_admin(
     namesrv: Sequence[str],
     action: Callable[[AdminClient], Awaitable[T]],

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from tidemq.cli.output import emit
-from tidemq.cli.plumbing import abort, admin_options, run_admin
+from tidemq.cli.plumbing import abort, abort_unknown_broker, admin_options, run_admin
 from tidemq.client.admin import AdminClient, AdminError
 
 __all__ = ["WRITE_PERM_COMMANDS"]
@@ -34,7 +34,7 @@ def _set_everywhere(broker: str, namesrv: list[str], as_json: bool, *, writable:
 
     known, rows = run_admin(namesrv, each)
     if not rows:
-        abort(f"no broker named {broker!r} is registered (known: {', '.join(known) or 'none'})")
+        abort_unknown_broker(broker, known)
     if as_json:
         emit(rows, as_json=True)
     else:
