@@ -94,7 +94,10 @@ TRANSACTION_ROLLBACK = 12
 CLIENT_ID_HEADER = "x-mq-client-id"
 
 
-def _client_id(context: grpc.aio.ServicerContext[Any, Any]) -> str:
+def _client_id(context: grpc.aio.ServicerContext[Any, Any] | None) -> str:
+    """The client's x-mq-client-id ("" when it sent none, or with no context)."""
+    if context is None:
+        return ""
     for key, value in context.invocation_metadata() or ():
         if key == CLIENT_ID_HEADER:
             return str(value)
