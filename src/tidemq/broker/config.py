@@ -146,6 +146,10 @@ class BrokerConfig:
     brokerPermission): every topic registers masked by it; without the read bit
     pulls and pops are refused. UPDATE_BROKER_CONFIG changes it while running
     (`tidemq cluster broker-config --set brokerPermission=4`)."""
+    grpc_cluster_routes: bool = True
+    """Answer a gRPC client's QueryRoute and QueryAssignment with every broker of the
+    topic, each at its own gRPC endpoint (from the name servers' route, as RocketMQ's
+    local-mode proxy does); false: this broker's queues only."""
     grpc_auto_renew: bool = True
     """Renew the invisible time of messages a gRPC push consumer received with
     auto_renew while it holds them (the proxy's enableProxyAutoRenew)."""

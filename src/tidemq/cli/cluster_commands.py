@@ -91,6 +91,12 @@ def _show(cluster: LocalCluster, as_json: bool, title: str) -> None:
     help="Start the name server with its embedded controller (--enable-controller) "
     "and the brokers in controller mode (enable_controller_mode, controller_addr).",
 )
+@click.option(
+    "--grpc",
+    is_flag=True,
+    help="Each broker serves RocketMQ 5 (gRPC) clients too, on a free port (two above "
+    "its remoting port with --base-port); any broker's endpoint routes to all of them.",
+)
 @json_option
 def cluster_up(
     data_dir: Path,
@@ -101,6 +107,7 @@ def cluster_up(
     base_port: int | None,
     overrides: tuple[str, ...],
     controller: bool,
+    grpc: bool,
     as_json: bool,
 ) -> None:
     """Start a name server and, per broker, a master and its slaves, each its own
@@ -109,7 +116,9 @@ def cluster_up(
     --data-dir DIR` stops them."""
     try:
         settings = BrokerConfig.parse_overrides(overrides)
-        plan = ClusterPlan(brokers, replicas, role, flush, base_port, settings, controller)
+        plan = ClusterPlan(
+            brokers, replicas, role, flush, base_port, settings, controller, grpc=grpc
+        )
         cluster = LocalCluster(data_dir)
         cluster.up(plan)
     except (ClusterError, ValueError) as exc:

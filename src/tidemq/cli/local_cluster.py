@@ -90,6 +90,9 @@ class ClusterPlan:
     controller: bool = False
     """The name server embeds the controller (`--enable-controller`), the brokers
     run in controller mode (`enable_controller_mode`, `controller_addr`)."""
+    grpc: bool = False
+    """Each broker serves RocketMQ 5 clients too (`grpc_port`: free, or two above
+    its remoting port with `base_port`)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.brokers <= 26:
@@ -137,6 +140,8 @@ def broker_settings(
     if plan.controller:
         settings["enable_controller_mode"] = True
         settings["controller_addr"] = namesrv
+    if plan.grpc:
+        settings["grpc_port"] = free_port() if plan.base_port is None else port + 2
     settings.update(plan.settings)
     return settings
 

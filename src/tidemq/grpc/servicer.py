@@ -22,7 +22,7 @@ import functools
 import itertools
 import logging
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -51,6 +51,7 @@ from tidemq.broker.topics import TopicConfigManager, is_readable, is_writeable
 from tidemq.common import properties as props
 from tidemq.common import sysflag
 from tidemq.common.clock import Clock
+from tidemq.grpc.cluster_routes import BrokerQueues, ClusterRoutes, endpoints_of
 from tidemq.grpc.convert import (
     Code,
     ConvertError,
@@ -187,6 +188,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         client: ClientProcessor,
         real_peer: Callable[[str], str] | None = None,
         permission: BrokerPermission | None = None,
+        routes: ClusterRoutes | None = None,
     ) -> None:
         """`real_peer`: grpc's peer string -> the client's, behind the TLS front
         (RelayedPeers.real); default as is."""
@@ -195,6 +197,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         self.topics = topics
         self.permission = permission or BrokerPermission(ALL_PERMISSIONS, config.advertised_host)
         """brokerPermission: routes show each queue's permission masked by it."""
+        self.routes = routes
+        """The cluster's routes (every broker's queues at its own endpoint); None:
+        this broker's queues only."""
         self.groups = groups
         self.send = send
         self.pull = pull
@@ -220,7 +225,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     @classmethod
     def of(
-        cls, core: BrokerCore, real_peer: Callable[[str], str] | None = None
+        cls,
+        core: BrokerCore,
+        real_peer: Callable[[str], str] | None = None,
+        routes: ClusterRoutes | None = None,
     ) -> MessagingServicer:
         """The servicer over an assembled broker's processors."""
         service = core.service
@@ -236,6 +244,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             client=core.client,
             real_peer=real_peer,
             permission=service.permission,
+            routes=routes,
         )
 
     def _peer(self, context: Any) -> str:
@@ -290,8 +299,37 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         if handle.due_ms <= self.clock.now_ms():
             raise ReceiptHandleError("receipt handle is expired")
 
-    def _queue(self, topic: str, queue_id: int, endpoints: pb.Endpoints, perm: int) -> Any:
-        perm = self.permission.mask(perm)  # brokerPermission, as the name server's routes
+    async def _cluster_queues(self, topic: str) -> list[BrokerQueues] | None:
+        """Every broker's queues of `topic` (None: ask this broker alone)."""
+        if self.routes is None:
+            return None
+        return await self.routes.queues(topic)
+
+    def _reachable(
+        self, across: list[BrokerQueues], own: pb.Endpoints
+    ) -> Iterator[tuple[BrokerQueues, pb.Endpoints]]:
+        """Each broker with the endpoints a client reaches it at: this broker's as
+        the client dialled it, another's at the address it gives."""
+        for broker in across:
+            if broker.grpc_address is None:
+                yield broker, own
+            else:
+                yield broker, endpoints_of(broker.grpc_address)
+
+    def _queue(
+        self,
+        topic: str,
+        queue_id: int,
+        endpoints: pb.Endpoints,
+        perm: int,
+        broker_name: str | None = None,
+        *,
+        masked: bool = False,
+    ) -> Any:
+        """A MessageQueue of `broker_name` (default this broker); `masked`: `perm`
+        comes from a route, where each broker's brokerPermission is applied."""
+        if not masked:
+            perm = self.permission.mask(perm)  # brokerPermission, as the name server's routes
         permission = pb.Permission.NONE
         if is_readable(perm) and is_writeable(perm):
             permission = pb.Permission.READ_WRITE
@@ -303,7 +341,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             topic=pb.Resource(name=topic),
             id=queue_id,
             permission=permission,
-            broker=pb.Broker(name=self.config.broker_name, id=0, endpoints=endpoints),
+            broker=pb.Broker(
+                name=broker_name or self.config.broker_name, id=0, endpoints=endpoints
+            ),
             accept_message_types=self._accepted_types(topic),
         )
 
@@ -323,6 +363,16 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     @_names_checked(spb.QueryRouteResponse)
     async def QueryRoute(self, request: Any, context: Any) -> Any:
+        across = await self._cluster_queues(request.topic.name)
+        if across:
+            queues = [
+                self._queue(
+                    request.topic.name, qid, endpoints, broker.perm, broker.broker_name, masked=True
+                )
+                for broker, endpoints in self._reachable(across, request.endpoints)
+                for qid in range(max(broker.read_queue_nums, broker.write_queue_nums))
+            ]
+            return spb.QueryRouteResponse(status=status(), message_queues=queues)
         try:
             config = self._topic(request.topic.name)
         except ConvertError as exc:
@@ -346,11 +396,30 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     @_names_checked(spb.QueryAssignmentResponse)
     async def QueryAssignment(self, request: Any, context: Any) -> Any:
+        fifo = self.pop.is_fifo(request.group.name)
+        across = await self._cluster_queues(request.topic.name)
+        if across:
+            assignments = [
+                pb.Assignment(
+                    message_queue=self._queue(
+                        request.topic.name,
+                        qid,
+                        endpoints,
+                        broker.perm,
+                        broker.broker_name,
+                        masked=True,
+                    )
+                )
+                for broker, endpoints in self._reachable(across, request.endpoints)
+                if is_readable(broker.perm)
+                for qid in (range(broker.read_queue_nums) if fifo else [0])
+            ]
+            return spb.QueryAssignmentResponse(status=status(), assignments=assignments)
         try:
             config = self._topic(request.topic.name)
         except ConvertError as exc:
             return spb.QueryAssignmentResponse(status=status(exc.code, exc.message))
-        ids = range(config.read_queue_nums) if self.pop.is_fifo(request.group.name) else [0]
+        ids = range(config.read_queue_nums) if fifo else [0]
         assignments = [
             pb.Assignment(
                 message_queue=self._queue(config.topic_name, qid, request.endpoints, config.perm)

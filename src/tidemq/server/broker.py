@@ -76,6 +76,7 @@ from tidemq.common.clock import SYSTEM_CLOCK, Clock
 from tidemq.common.message import MAX_MESSAGE_SIZE
 from tidemq.common.rpc_stats import RpcStats
 from tidemq.grpc.acl_interceptor import AclInterceptor
+from tidemq.grpc.cluster_routes import GRPC_ADDRESS_KEY, ClusterRoutes
 from tidemq.grpc.metrics_interceptor import MetricsInterceptor, grpc_rpc_stats
 from tidemq.grpc.relayed_peers import RelayedPeers
 from tidemq.grpc.server import GrpcEndpoint
@@ -162,18 +163,24 @@ def _sync(action: Callable[[], None]) -> Callable[[], Awaitable[None]]:
 
 
 def _store_runtime_info(
-    store: FileMessageStore, replication: Callable[[], Replication | None]
+    store: FileMessageStore,
+    replication: Callable[[], Replication | None],
+    grpc_address: Callable[[], str | None],
 ) -> Callable[[], dict[str, str]]:
     """The file store's part of GET_BROKER_RUNTIME_INFO: commit log bounds,
-    disk use, retention counters, and the replication's keys."""
+    disk use, retention counters, the replication's keys, and where the gRPC
+    endpoint listens (tidemqGrpcAddress: other brokers' routes point RocketMQ 5
+    clients there)."""
 
     def info() -> dict[str, str]:
         ha = replication()
+        grpc = grpc_address()
         return {
             "commitLogMinOffset": str(store.commitlog.min_offset),
             "commitLogMaxOffset": str(store.commitlog.max_offset),
             **store.runtime_info(),
             **(ha.runtime_info() if ha is not None else {}),
+            **({GRPC_ADDRESS_KEY: grpc} if grpc is not None else {}),
         }
 
     return info
@@ -349,7 +356,12 @@ class Broker:
         servicer = None
         if config.grpc_port is not None and self.core is not None:
             peers = RelayedPeers()  # the real clients behind the TLS front, if there is one
-            servicer = MessagingServicer.of(self.core, peers.real)
+            routes = None
+            if config.grpc_cluster_routes and config.namesrv_addrs:
+                routes = ClusterRoutes(
+                    config.namesrv_addrs, self._namesrv, lambda: self.address, self.clock
+                )
+            servicer = MessagingServicer.of(self.core, peers.real, routes)
             self.grpc = GrpcEndpoint(
                 servicer,
                 config.listen_host,
@@ -473,7 +485,9 @@ class Broker:
             max_message_size=store_config.max_message_size,
             sql_filter_factory=sql92_message_filter if config.enable_property_filter else None,
             on_topics_change=self._request_registration,
-            store_info=_store_runtime_info(self.store, lambda: self.replication),
+            store_info=_store_runtime_info(
+                self.store, lambda: self.replication, lambda: self.grpc_address
+            ),
         )
         core.service.load()
         core.service.attach_loop(asyncio.get_running_loop())
