@@ -2,7 +2,8 @@
 two-broker cluster: routes list both brokers, each at its own endpoint (as
 RocketMQ's local-mode proxy answers from the name server's route), so the
 producer's messages land on both and a SimpleConsumer receives all of them; a
-broker made read only shows READ in the routes and takes no more sends."""
+broker made read only (brokerPermission) or wiped (wipe-write-perm) shows READ
+in the routes."""
 
 from __future__ import annotations
 
@@ -130,6 +131,10 @@ def test_one_endpoint_reaches_every_broker(
                "--set", "brokerPermission=4", "--namesrv", namesrv)  # fmt: skip
         wait_until(
             lambda: route_of(entry)["broker-b"][0] == pb.Permission.READ, "broker-b read only"
+        )
+        tidemq(tmp_path, "cluster", "wipe-write-perm", "broker-a", "--namesrv", namesrv)
+        wait_until(
+            lambda: route_of(entry)["broker-a"][0] == pb.Permission.READ, "broker-a wiped"
         )
     finally:
         consumer.shutdown()
