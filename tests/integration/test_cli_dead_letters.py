@@ -1,6 +1,7 @@
-"""`tidemq consumer dead-letters` and `tidemq consumer resend` against a real
+"""`tidemq consumer dead-letters`, `resend` and `consume-directly` against a real
 `tidemq serve`: a message a push consumer gives up on is listed with where it came
-from, and resending it gives it back to the group, which consumes it again."""
+from, resending it gives it back to the group, which consumes it again, and
+consume-directly runs the listener over it at once and reports how it went."""
 
 from __future__ import annotations
 
@@ -30,9 +31,12 @@ def test_list_and_resend_dead_letters(tmp_path: Path) -> None:
         cli.json("send", "Pay", "pay 1", "--keys", "p1")
         seen: list[bytes] = []
         forgiven = threading.Event()
+        broken = threading.Event()
 
         def listener(messages: list[MessageExt], _: ConsumeConcurrentlyContext) -> ConsumeStatus:
             seen.extend(m.body for m in messages)
+            if broken.is_set():
+                raise RuntimeError("the payment service is down")
             if forgiven.is_set():
                 return ConsumeStatus.CONSUME_SUCCESS
             return ConsumeStatus.RECONSUME_LATER  # no retries left: a dead letter at once
@@ -65,6 +69,18 @@ def test_list_and_resend_dead_letters(tmp_path: Path) -> None:
             (resent,) = cli.json("consumer", "resend", GROUP, letter["msg_id"])
             assert resent["error"] is None and resent["resent_as"]
             wait_until(lambda: seen.count(b"pay 1") == 2, "pay 1 consumed again")
+
+            # consume-directly: the listener runs over the message now, offsets untouched
+            tried = cli.json("consumer", "consume-directly", GROUP, letter["offset_msg_id"])
+            assert tried["consumeResult"] == "CR_SUCCESS" and tried["order"] is False
+            assert tried["client_id"] and seen.count(b"pay 1") == 3
+            broken.set()
+            failed = cli.run("consumer", "consume-directly", GROUP, letter["msg_id"],
+                             "--topic", f"%DLQ%{GROUP}")  # fmt: skip
+            assert failed.returncode == 1
+            assert "CR_THROW_EXCEPTION (RuntimeError: the payment service is down)" in failed.stdout
+            broken.clear()
+
             unknown = cli.run("consumer", "resend", GROUP, "0A0000000000000000000000DEADBEEF")
             assert unknown.returncode == 1 and "FAILED" in unknown.stdout
             assert "1 of 1 not resent" in unknown.stderr

@@ -133,9 +133,7 @@ def test_one_endpoint_reaches_every_broker(
             lambda: route_of(entry)["broker-b"][0] == pb.Permission.READ, "broker-b read only"
         )
         tidemq(tmp_path, "cluster", "wipe-write-perm", "broker-a", "--namesrv", namesrv)
-        wait_until(
-            lambda: route_of(entry)["broker-a"][0] == pb.Permission.READ, "broker-a wiped"
-        )
+        wait_until(lambda: route_of(entry)["broker-a"][0] == pb.Permission.READ, "broker-a wiped")
     finally:
         consumer.shutdown()
         producer.shutdown()

@@ -116,6 +116,7 @@ _ANNOTATED: dict[int, tuple[Action, tuple[tuple[str, str], ...]]] = {
     int(RequestCode.GET_EARLIEST_MSG_STORETIME): (Action.GET, _TOPIC),
     int(RequestCode.VIEW_MESSAGE_BY_ID): (Action.GET, _TOPIC),
     int(RequestCode.GET_CONSUMER_RUNNING_INFO): (Action.GET, (("Group", "consumerGroup"),)),
+    int(RequestCode.CONSUME_MESSAGE_DIRECTLY): (Action.SUB, _GROUP_AND_TOPIC),
     int(RequestCode.GET_CONSUME_STATS): (Action.GET, _GROUP_AND_TOPIC),
 }
 """The requests RocketMQ 5 judges by their header's annotations

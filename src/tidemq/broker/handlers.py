@@ -53,6 +53,7 @@ code   request                            answer
 222    INVOKE_BROKER_TO_RESET_OFFSET      ResetOffsetBody {"offsetTable": {mq: offset}}
 300    QUERY_TOPIC_CONSUME_BY_WHO         GroupList {"groupList": [...]}
 307    GET_CONSUMER_RUNNING_INFO          the client's own answer (asked over its connection)
+309    CONSUME_MESSAGE_DIRECTLY           the client's ConsumeMessageDirectlyResult (likewise)
 351    GET_TOPIC_CONFIG                   {"topicConfig": {...}}
 352    GET_SUBSCRIPTIONGROUP_CONFIG       the SubscriptionGroupConfig
 =====  =================================  =====================================================
@@ -129,6 +130,7 @@ HANDLED_CODES = frozenset(
         RequestCode.GET_BROKER_CONFIG,
         RequestCode.UPDATE_BROKER_CONFIG,
         RequestCode.GET_CONSUMER_RUNNING_INFO,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY,
         # pop
         RequestCode.POP_MESSAGE,
         RequestCode.ACK_MESSAGE,

@@ -1,6 +1,7 @@
-"""`tidemq consumer dead-letters GROUP` and `tidemq consumer resend GROUP MSG_ID...`:
-the messages a group gave up on, and giving them back to it (the dashboard's dead
-letter page, from the command line)."""
+"""`tidemq consumer dead-letters GROUP`, `tidemq consumer resend GROUP MSG_ID...` and
+`tidemq consumer consume-directly GROUP MSG_ID`: the messages a group gave up on,
+giving them back to it, and trying one on a consumer now (the dashboard's dead
+letter page and mqadmin consumeMessage, from the command line)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tidemq.cli.output import emit
 from tidemq.cli.plumbing import abort, admin_options, run_admin
 from tidemq.client.admin import AdminClient, AdminError
 
-__all__ = ["consumer_dead_letters", "consumer_resend"]
+__all__ = ["consumer_consume_directly", "consumer_dead_letters", "consumer_resend"]
 
 
 @click.command("dead-letters")
@@ -42,6 +43,40 @@ def consumer_dead_letters(group: str, max_num: int, namesrv: list[str], as_json:
         )
     if found.cut:
         click.echo(f"(more than {max_num}: --max shows more)")
+
+
+@click.command("consume-directly")
+@click.argument("group")
+@click.argument("msg_id")
+@click.option("--topic", default=None, help="The message's topic (needed for a client msg_id).")
+@click.option("--client", "client_id", default=None, help="This client id (default: the first).")
+@admin_options
+def consumer_consume_directly(
+    group: str,
+    msg_id: str,
+    topic: str | None,
+    client_id: str | None,
+    namesrv: list[str],
+    as_json: bool,
+) -> None:
+    """Have an online consumer of GROUP run its listener over message MSG_ID now, and
+    say how it went (mqadmin consumeMessage; CR_SUCCESS, CR_LATER,
+    CR_THROW_EXCEPTION with the error, CR_RETURN_NULL). Its offsets and retries are
+    left alone: a way to try a fix on one message."""
+    asked, result = run_admin(
+        namesrv,
+        lambda a: a.consume_directly(group, msg_id, topic=topic, client_id=client_id),
+        failing=f"cannot have {group} consume {msg_id}",
+    )
+    if as_json:
+        emit({"client_id": asked, **result}, as_json=True)
+    else:
+        remark = f" ({result['remark']})" if result.get("remark") else ""
+        click.echo(
+            f"{asked}: {result.get('consumeResult')}{remark} in {result.get('spentTimeMills')} ms"
+        )
+    if result.get("consumeResult") != "CR_SUCCESS":
+        raise SystemExit(1)
 
 
 @click.command("resend")

@@ -19,7 +19,11 @@ from tidemq.cli.connection_commands import (
     group_delete,
     producer_group,
 )
-from tidemq.cli.dead_letter_commands import consumer_dead_letters, consumer_resend
+from tidemq.cli.dead_letter_commands import (
+    consumer_consume_directly,
+    consumer_dead_letters,
+    consumer_resend,
+)
 from tidemq.cli.message_commands import MESSAGE_COMMANDS
 from tidemq.cli.output import JsonReported, json_reported
 from tidemq.cli.server_commands import SERVER_COMMANDS
@@ -96,6 +100,7 @@ consumer_group.add_command(consumer_connection)
 consumer_group.add_command(consumer_status)
 consumer_group.add_command(consumer_dead_letters)
 consumer_group.add_command(consumer_resend)
+consumer_group.add_command(consumer_consume_directly)
 group_group.add_command(group_delete)
 
 

@@ -114,6 +114,7 @@ from tidemq.common.message_id import (
 from tidemq.common.tags import SUB_ALL, java_trim, parse_tag_expression
 from tidemq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
 from tidemq.protocol.admin_headers import (
+    ConsumeMessageDirectlyRequestHeader,
     ConsumerGroupRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -684,6 +685,38 @@ class AdminClient(AsyncClient):
             except AdminError as exc:
                 found[client.client_id] = exc
         return found
+
+    async def consume_directly(
+        self, group: str, msg_id: str, *, topic: str | None = None, client_id: str | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Have an online consumer of `group` (`client_id`, or the first) run its
+        listener over message `msg_id` (either id; a client id needs `topic`), as
+        mqadmin consumeMessage and the dashboard's "consume directly" do
+        (CONSUME_MESSAGE_DIRECTLY, through the broker that stores it); offsets and
+        retries are left alone. The client id asked and its ConsumeMessageDirectlyResult."""
+        message = await self.message_by_id(msg_id, topic)
+        if client_id is None:
+            online = (await self.consumer_connection(group)).connections
+            if not online:
+                raise AdminError(
+                    f"no consumer of group {group} is online", ResponseCode.CONSUMER_NOT_ONLINE
+                )
+            client_id = online[0].client_id
+        address = offset_message_id_address(message.msg_id)
+        if address is None:
+            raise AdminError(f"{message.msg_id} names no broker", ResponseCode.SYSTEM_ERROR)
+        header = encode_header(
+            ConsumeMessageDirectlyRequestHeader(
+                consumer_group=group,
+                client_id=client_id,
+                msg_id=message.msg_id,
+                topic=message.topic,
+            )
+        )
+        response = check(
+            await self._call(address, RequestCode.CONSUME_MESSAGE_DIRECTLY, header, timeout=15.0)
+        )
+        return client_id, decode_body(response, "consume result")
 
     async def producer_connection(self, group: str) -> list[ClientConnection]:
         """The online producers of `group` (client id, address, language, version),

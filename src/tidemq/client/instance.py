@@ -190,6 +190,13 @@ class OffsetResettable(Protocol):
 
 
 @runtime_checkable
+class DirectConsumer(Protocol):
+    """Consumers that answer CONSUME_MESSAGE_DIRECTLY (push consumers)."""
+
+    async def consume_directly(self, message: MessageExt, broker_name: str) -> dict[str, Any]: ...
+
+
+@runtime_checkable
 class RunningInfoSource(Protocol):
     """Consumers that answer GET_CONSUMER_RUNNING_INFO."""
 
@@ -630,10 +637,33 @@ class ClientInstance:
                 )
             body = _json_bytes(running_info())
             return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+        if request.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            return await self._consume_directly(request, consumer, group)
         if request.code == RequestCode.CHECK_TRANSACTION_STATE:
             self._check_transaction_state(request, self._address_of(connection))
             return None
         return not_supported(request)
+
+    async def _consume_directly(
+        self, request: RemotingCommand, consumer: object, group: str
+    ) -> RemotingCommand:
+        """A broker forwards an operator's CONSUME_MESSAGE_DIRECTLY with the message as
+        its body: the group's push consumer runs its listener over it."""
+        if not isinstance(consumer, DirectConsumer):
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{group}> not exist in this consumer",
+            )
+        try:
+            message, _ = decode_record(request.body, decompress=True)
+        except (ProtocolError, ValueError) as exc:
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"the message cannot be read: {exc}"
+            )
+        broker_name = str((request.ext_fields or {}).get("brokerName") or "")
+        result = await consumer.consume_directly(message, broker_name)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=_json_bytes(result))
 
     def _address_of(self, connection: Connection) -> str:
         """The pool address of `connection` (so an answer goes back on it), else its peer."""

@@ -34,6 +34,17 @@ class GetConsumerRunningInfoRequestHeader:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ConsumeMessageDirectlyRequestHeader:
+    """CONSUME_MESSAGE_DIRECTLY (309): Java's ConsumeMessageDirectlyResultRequestHeader."""
+
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None
+    broker_name: str | None = None
+    topic: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ConsumerGroupRequestHeader:
     """GET_CONSUMER_CONNECTION_LIST (203)."""
 

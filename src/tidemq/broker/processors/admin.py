@@ -43,9 +43,11 @@ from tidemq.broker.timer_progress import encode_progress, read_progress
 from tidemq.broker.timers import TIMER_DIRECTORY
 from tidemq.broker.topics import TopicConfig, TopicConfigManager, TopicError
 from tidemq.common.clock import Clock
+from tidemq.common.message_id import decode_offset_message_id
 from tidemq.common.names import validate_topic_name
 from tidemq.ha.config import BrokerRole
 from tidemq.protocol.admin_headers import (
+    ConsumeMessageDirectlyRequestHeader,
     ConsumerGroupRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -155,6 +157,7 @@ class AdminProcessor:
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.handle_get_consumer_connection_list,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.handle_get_producer_connection_list,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.handle_get_consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.handle_consume_message_directly,
             RequestCode.GET_CONSUME_STATS: self.handle_get_consume_stats,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.handle_get_all_consumer_offset,
             RequestCode.GET_ALL_DELAY_OFFSET: self.handle_get_all_delay_offset,
@@ -279,10 +282,43 @@ class AdminProcessor:
     async def handle_get_consumer_running_info(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
-        """GET_CONSUMER_RUNNING_INFO: asked of the client itself, over its own
-        connection, and its answer passed back (AdminBrokerProcessor.callConsumer)."""
+        """GET_CONSUMER_RUNNING_INFO: asked of the client itself (`_call_client`)."""
         header = decode_header(GetConsumerRunningInfoRequestHeader, request.ext_fields)
-        group, client_id = header.consumer_group, header.client_id
+        forwarded = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, dict(request.ext_fields), request.body
+        )
+        return await self._call_client(request, forwarded, header.consumer_group, header.client_id)
+
+    async def handle_consume_message_directly(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY: the stored message (by its offset message id) goes
+        to the client, which runs its listener over it and says how that went
+        (AdminBrokerProcessor.consumeMessageDirectly)."""
+        header = decode_header(ConsumeMessageDirectlyRequestHeader, request.ext_fields)
+        try:
+            _, _, offset = decode_offset_message_id(header.msg_id or "")
+        except ValueError:
+            raise BrokerError(
+                ResponseCode.INVALID_PARAMETER,
+                f"msgId {header.msg_id!r} is not an offset message id",
+            ) from None
+        record = self.store.read_by_physical_offset(offset)
+        if record is None:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"no message {header.msg_id} here")
+        fields = {**request.ext_fields, "brokerName": self.config.broker_name}
+        forwarded = RemotingCommand.request(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY, fields, bytes(record)
+        )
+        return await self._call_client(
+            request, forwarded, header.consumer_group, header.client_id or ""
+        )
+
+    async def _call_client(
+        self, request: RemotingCommand, forwarded: RemotingCommand, group: str, client_id: str
+    ) -> RemotingCommand:
+        """`forwarded` to the client over its own connection, and its answer passed
+        back as the answer to `request` (AdminBrokerProcessor.callConsumer)."""
         info = self.consumers.get(group)
         channel = info.channels.get(client_id) if info is not None else None
         if channel is None:
@@ -295,9 +331,6 @@ class AdminProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"The Consumer <{group}> <{client_id}> cannot be asked (not a remoting client)",
             )
-        forwarded = RemotingCommand.request(
-            RequestCode.GET_CONSUMER_RUNNING_INFO, dict(request.ext_fields), request.body
-        )
         try:
             answer = await connection_to_client.request(
                 forwarded, CALL_CLIENT_TIMEOUT_S, owned=True

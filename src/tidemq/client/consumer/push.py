@@ -55,6 +55,7 @@ from tidemq.client._core.rebalance import ConsumeFromWhere
 from tidemq.client._loop import BlockingClient
 from tidemq.client.consumer.consume_concurrently import ConsumeConcurrentlyService
 from tidemq.client.consumer.context import ConsumerContext, ConsumerSettings, ConsumeService
+from tidemq.client.consumer.direct import consume_directly
 from tidemq.client.consumer.listener import (
     ConcurrentListener,
     ConsumeHook,
@@ -76,7 +77,7 @@ from tidemq.client.producer import check_trace_topic, start_trace_dispatcher
 from tidemq.client.trace.dispatcher import TraceDispatcher
 from tidemq.client.trace.hooks import ConsumeTracer
 from tidemq.client.trace.records import DEFAULT_TRACE_TOPIC
-from tidemq.common.message import MessageQueue
+from tidemq.common.message import MessageExt, MessageQueue
 from tidemq.common.names import retry_topic_of
 from tidemq.common.tasks import TaskSet
 from tidemq.protocol import ResponseCode
@@ -583,6 +584,20 @@ class AsyncPushConsumer(GroupClient):
 
     def process_queue(self, mq: MessageQueue) -> ProcessQueue | None:
         return self._rebalancer.process_queues.get(mq) if self._rebalancer else None
+
+    async def consume_directly(self, message: MessageExt, broker_name: str) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY: the listener over `message` alone, offsets and
+        retries left alone (consumer/direct.py); the ConsumeMessageDirectlyResult."""
+        if self._listener is None:
+            raise ClientError("no listener registered", ResponseCode.SYSTEM_ERROR)
+        return await consume_directly(
+            self._listener,
+            message,
+            self._group,
+            broker_name,
+            orderly=self.settings.orderly,
+            clock=self._config.clock,
+        )
 
     def running_info(self) -> dict[str, Any]:
         """GET_CONSUMER_RUNNING_INFO (Java ConsumerRunningInfo, the useful parts)."""
