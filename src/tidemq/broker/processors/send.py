@@ -381,7 +381,7 @@ class SendProcessor:
                     ResponseCode.TOPIC_NOT_EXIST,
                     f"topic[{topic}] not exist, apply first please!",
                 )
-        if self.permission is not None:
+        if config.order and self.permission is not None:  # ordered topics only, as Java
             self.permission.check_ordered_send(config.order)
         if not is_writeable(config.perm):
             raise BrokerError(
